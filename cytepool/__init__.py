@@ -1,0 +1,38 @@
+"""CytePool: pseudobulk cubes of single-cell data, identified by fingerprint, with provenance.
+
+A :class:`Cube` holds, for every (group, sample) pair, sums over its cells per
+feature. :func:`write_cube` stores it as a Zarr v3 directory any Zarr reader
+opens; :func:`read_cube` opens one strictly.
+"""
+
+from cytepool import errors
+from cytepool.cube import (
+    FINGERPRINT_VERSION,
+    FORMAT,
+    FORMAT_VERSION,
+    KNOWN_LAYERS,
+    Cube,
+    describe_provenance,
+    is_cube,
+    read_cube,
+    verify_chain,
+    write_cube,
+)
+from cytepool.cube.cube import package_version
+
+__version__ = package_version()
+
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "KNOWN_LAYERS",
+    "Cube",
+    "__version__",
+    "describe_provenance",
+    "errors",
+    "is_cube",
+    "read_cube",
+    "verify_chain",
+    "write_cube",
+]

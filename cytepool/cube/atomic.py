@@ -1,0 +1,97 @@
+"""Atomic publication of a directory: write a hidden sibling, then rename it into place."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from cytepool.errors import CubeExistsError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["fsync_tree", "hidden_sibling", "publish", "staging"]
+
+_AT_FDCWD: Final = -100
+_RENAME_NOREPLACE: Final = 1
+_RENAME_EXCHANGE: Final = 2
+
+
+def hidden_sibling(target: Path) -> Path:
+    """A new hidden path beside ``target`` on the same filesystem."""
+    return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex}"
+
+
+@contextlib.contextmanager
+def staging(target: Path) -> Iterator[Path]:
+    """Yield a hidden sibling to write into; remove it if the block fails."""
+    tmp = hidden_sibling(target)
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def fsync_tree(root: Path) -> None:
+    """Flush every file and directory below ``root`` to disk."""
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(dirpath, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _renameat2(src: Path, dst: Path, flags: int) -> bool:
+    """``renameat2``; False where the system call or flag is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        call = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    if call(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in {errno.ENOSYS, errno.EINVAL}:
+        return False
+    raise OSError(err, os.strerror(err), str(src), None, str(dst))
+
+
+def publish(tmp: Path, target: Path, *, replace: bool) -> None:
+    """Rename ``tmp`` to ``target``; with ``replace``, swap atomically and delete the old tree.
+
+    Without ``replace`` the rename refuses an existing target, even one created
+    while ``tmp`` was being written.
+    """
+    if not replace:
+        try:
+            if _renameat2(tmp, target, _RENAME_NOREPLACE):
+                return
+        except FileExistsError as exc:
+            msg = f"{target}: appeared while the cube was written; nothing was replaced"
+            raise CubeExistsError(msg) from exc
+        if target.exists():
+            msg = f"{target}: appeared while the cube was written; nothing was replaced"
+            raise CubeExistsError(msg)
+        tmp.rename(target)
+        return
+    if _renameat2(tmp, target, _RENAME_EXCHANGE):
+        shutil.rmtree(tmp)
+        return
+    old = hidden_sibling(target)
+    target.rename(old)
+    tmp.rename(target)
+    shutil.rmtree(old)

@@ -1,0 +1,130 @@
+"""The engine behind cubes: lazy layers as Dask arrays and the graphs run over them.
+
+Everything in :mod:`cytepool.cube` that touches layer values goes through this
+module. A layer's natural block is one group, every sample and up to
+:data:`LAYER_CHUNK_FEATURES` features, the chunk of the file. Graphs run on
+Dask's current scheduler: the threaded one by default, or the cluster of an
+active :class:`distributed.Client`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import dask
+import dask.array as da
+import numpy as np
+
+from cytepool.cube.encoding import hash_rows
+from cytepool.errors import NegativeValueError, NonFiniteValueError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from dask.delayed import Delayed
+
+__all__ = [
+    "LAYER_CHUNK_FEATURES",
+    "as_layer_array",
+    "check_layer_block",
+    "compute",
+    "group_tasks",
+    "layer_chunks",
+    "layer_digest_tasks",
+    "validated",
+]
+
+LAYER_CHUNK_FEATURES: Final = 4096
+"""Largest number of features in one chunk of a layer."""
+
+
+def layer_chunks(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Chunk shape of a layer of ``shape``: one group, every sample, up to 4,096 features."""
+    _, n_samples, n_features = shape
+    return (1, max(n_samples, 1), max(min(n_features, LAYER_CHUNK_FEATURES), 1))
+
+
+def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
+    """A layer as a Dask array; numpy layers are wrapped in blocks of the file's chunk shape."""
+    if isinstance(layer, da.Array):
+        return layer
+    return da.from_array(layer, chunks=layer_chunks(layer.shape))  # type: ignore[arg-type]
+
+
+def check_layer_block(
+    block: np.ndarray, *, name: str, nonnegative: bool, offset: tuple[int, ...] = (0, 0, 0)
+) -> None:
+    """Raise a named error if ``block`` of layer ``name`` holds NaN, infinity or, if asked, < 0."""
+    if block.dtype.kind == "f":
+        bad = ~np.isfinite(block)
+        if bad.any():
+            where = _first(bad, offset)
+            msg = (
+                f"layer {name!r} holds {block[tuple(np.argwhere(bad)[0])]!r} at (group, sample, "
+                f"feature) {where}; layers hold finite values only - drop or fix the value"
+            )
+            raise NonFiniteValueError(msg)
+    if nonnegative and block.dtype.kind in "if":
+        negative = block < 0
+        if negative.any():
+            where = _first(negative, offset)
+            msg = (
+                f"layer {name!r} holds the negative value "
+                f"{block[tuple(np.argwhere(negative)[0])]!r} at (group, sample, feature) {where}; "
+                "counts and detected cells cannot be negative"
+            )
+            raise NegativeValueError(msg)
+
+
+def _first(mask: np.ndarray, offset: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) + o for i, o in zip(np.argwhere(mask)[0], offset, strict=True))
+
+
+def _checked_block(
+    block: np.ndarray, *, layer: str, nonnegative: bool, block_info: dict[Any, Any] | None = None
+) -> np.ndarray:
+    offset = (0, 0, 0)
+    if block_info is not None and None not in block_info:
+        offset = tuple(start for start, _ in block_info[0]["array-location"])
+    check_layer_block(block, name=layer, nonnegative=nonnegative, offset=offset)
+    return block
+
+
+def validated(x: da.Array, *, name: str, nonnegative: bool) -> da.Array:
+    """``x`` with every block checked, as it is computed, for values a layer may not hold."""
+    return x.map_blocks(
+        _checked_block, layer=name, nonnegative=nonnegative, dtype=x.dtype, meta=x._meta
+    )
+
+
+def group_tasks(
+    x: da.Array, func: Callable[..., Any], *args: Any, pure: bool = True
+) -> list[Delayed]:
+    """One delayed ``func(g, blocks, *args)`` per group, ``blocks`` in feature order.
+
+    ``x`` is rechunked to one group and every sample per block, keeping (or
+    making) feature chunks of at most 4,096; so each task owns whole chunks of
+    the file.
+    """
+    n_groups, n_samples, n_features = x.shape
+    feature_chunks = x.chunks[2]
+    if max(feature_chunks, default=0) > LAYER_CHUNK_FEATURES or x.chunks[0] != (1,) * n_groups:
+        feature_chunks = layer_chunks(x.shape)[2]  # type: ignore[assignment]
+    x = x.rechunk((1, max(n_samples, 1), feature_chunks))
+    blocks = x.to_delayed()
+    call = dask.delayed(func, pure=pure)
+    return [call(g, list(blocks[g, 0, :]), *args) for g in range(n_groups)]
+
+
+def _digest_group(_g: int, blocks: Sequence[np.ndarray]) -> str:
+    return hash_rows(b[0] for b in blocks)
+
+
+def layer_digest_tasks(x: da.Array) -> list[Delayed]:
+    """Delayed digests of every group of a layer, computed in parallel."""
+    return group_tasks(x, _digest_group)
+
+
+def compute(*tasks: Any) -> tuple[Any, ...]:  # noqa: ANN401 (Dask collections of any kind)
+    """Run graphs on the current Dask scheduler and return their results."""
+    return tuple(dask.compute(*tasks))

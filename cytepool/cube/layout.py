@@ -1,0 +1,153 @@
+"""The on-disk layout of a cube file, format ``cytepool.cube`` version 1.
+
+Shared by the writer and the strict reader, so that what one writes is what
+the other demands. ``docs/cube-format.md`` describes it for other programs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
+from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
+
+from cytepool.cube.graph import LAYER_CHUNK_FEATURES
+from cytepool.errors import CubeMetadataError, CubeValueError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    import numpy as np
+    import zarr
+
+__all__ = [
+    "DIMENSIONS",
+    "FORMAT",
+    "FORMAT_VERSION",
+    "ROOT_ATTRIBUTES",
+    "Compression",
+    "check_array",
+    "column_array_names",
+    "compressor",
+]
+
+FORMAT: Final = "cytepool.cube"
+FORMAT_VERSION: Final = 1
+
+DIMENSIONS: Final = {"samples": "sample", "groups": "group", "features": "feature"}
+"""Dimension name of each table axis; layers are ``(group, sample, feature)``."""
+
+ROOT_ATTRIBUTES: Final = (
+    "format",
+    "format_version",
+    "fingerprint_version",
+    "shape",
+    "columns",
+    "arrays",
+    "normalization",
+    "digests",
+    "fingerprint",
+    "provenance",
+)
+"""The attributes of the root group that CytePool writes and reads; others are ignored."""
+
+Compression = Literal["gzip", "zstd"] | None
+
+GZIP_LEVEL: Final = 1
+ZSTD_LEVEL: Final = 3
+
+_SAFE_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+def compressor(compression: Compression) -> GzipCodec | ZstdCodec | None:
+    """The Zarr codec after ``bytes`` for a compression name."""
+    match compression:
+        case "gzip":
+            return GzipCodec(level=GZIP_LEVEL)
+        case "zstd":
+            return ZstdCodec(level=ZSTD_LEVEL, checksum=True)
+        case None:
+            return None
+    msg = f"compression: expected 'gzip', 'zstd' or None, found {compression!r}"
+    raise CubeValueError(msg)
+
+
+def column_array_names(names: Sequence[str]) -> list[str]:
+    """Array names of table columns: the column name where it is a safe node name, else ``column-<i>``.
+
+    Names are unique even on a case-insensitive filesystem.
+    """
+    taken: set[str] = set()
+    out = []
+    for i, name in enumerate(names):
+        candidate = name if _SAFE_NAME.match(name) and not name.startswith("__") else f"column-{i}"
+        while candidate.casefold() in taken:
+            candidate = f"column-{i}-{len(taken)}"
+        taken.add(candidate.casefold())
+        out.append(candidate)
+    return out
+
+
+def _codecs_ok(array: zarr.Array[Any]) -> bool:
+    codecs = array.metadata.codecs  # type: ignore[union-attr]
+    if not codecs or codecs[0] != BytesCodec(endian="little"):
+        return False
+    rest = codecs[1:]
+    return len(rest) == 0 or (len(rest) == 1 and isinstance(rest[0], GzipCodec | ZstdCodec))
+
+
+def check_array(
+    array: zarr.Array[Any],
+    *,
+    where: str,
+    shape: tuple[int, ...],
+    chunks: Callable[[tuple[int, ...]], bool],
+    chunks_expected: str,
+    dtype: Callable[[np.dtype[Any]], bool],
+    dtype_expected: str,
+    dimension_names: tuple[str, ...],
+) -> None:
+    """Raise :class:`CubeMetadataError` naming the first metadata field that is not as expected."""
+    meta = array.metadata
+
+    def fail(field: str, expected: object, found: object) -> CubeMetadataError:
+        return CubeMetadataError(
+            f"{where}: {field}: expected {expected}, found {found}; the file was not written by "
+            "write_cube or was changed - write it again from its source"
+        )
+
+    if meta.zarr_format != 3:
+        raise fail("zarr_format", 3, meta.zarr_format)
+    if tuple(array.shape) != shape:
+        raise fail("shape", shape, tuple(array.shape))
+    if not dtype(array.dtype):  # type: ignore[arg-type]
+        raise fail("data_type", dtype_expected, array.dtype)
+    if array.shards is not None or not chunks(tuple(array.chunks)):
+        raise fail("chunk shape", chunks_expected, array.shards or array.chunks)
+    if not _codecs_ok(array):
+        raise fail(
+            "codecs", "bytes (little endian) then gzip, zstd or nothing",
+            list(meta.codecs),  # type: ignore[union-attr]
+        )
+    if tuple(meta.dimension_names or ()) != dimension_names:  # type: ignore[union-attr]
+        raise fail("dimension_names", list(dimension_names), meta.dimension_names)  # type: ignore[union-attr]
+    key_encoding = meta.chunk_key_encoding  # type: ignore[union-attr]
+    if not isinstance(key_encoding, DefaultChunkKeyEncoding) or key_encoding.separator != "/":
+        raise fail("chunk_key_encoding", "default with separator '/'", key_encoding)
+    if getattr(meta, "storage_transformers", ()):
+        raise fail("storage_transformers", "none", meta.storage_transformers)  # type: ignore[union-attr]
+
+
+def layer_chunks_ok(n_samples: int) -> Callable[[tuple[int, ...]], bool]:
+    """Chunk rule of layers: one group, every sample, 1 to 4,096 features."""
+
+    def ok(chunks: tuple[int, ...]) -> bool:
+        return (
+            len(chunks) == 3
+            and chunks[0] == 1
+            and chunks[1] == max(n_samples, 1)
+            and 1 <= chunks[2] <= LAYER_CHUNK_FEATURES
+        )
+
+    return ok

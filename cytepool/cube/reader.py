@@ -1,0 +1,409 @@
+"""``read_cube``: open a cube file strictly, with lazy layers whose whole-group reads are verified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+import zarr
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
+from zarr.storage import LocalStore
+
+from cytepool.cube.cube import Cube
+from cytepool.cube.encoding import hash_rows
+from cytepool.cube.fingerprints import (
+    FINGERPRINT_VERSION,
+    Digests,
+    fingerprint,
+    n_cells_digest,
+    normalization_digest,
+)
+from cytepool.cube.layout import (
+    DIMENSIONS,
+    FORMAT,
+    FORMAT_VERSION,
+    check_array,
+    layer_chunks_ok,
+)
+from cytepool.cube.provenance import check_provenance
+from cytepool.cube.tables import TABLE_AXES, EncodedColumn, check_kind, decode_column, table_digest
+from cytepool.errors import (
+    CubeDigestError,
+    CubeError,
+    CubeFormatError,
+    CubeNotFoundError,
+    CubeReadError,
+    CubeTableError,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    import pandas as pd
+
+__all__ = ["read_cube"]
+
+
+def read_cube(path: str | Path) -> Cube:
+    """Open the cube at ``path`` strictly; its layers are lazy Dask arrays chunked as stored.
+
+    On open the format, every known attribute and every array's metadata are
+    checked, and the tables, cell numbers and normalization are read and
+    compared with their digests. Layer values are read when computed; a
+    computation that reads a whole group of a layer checks that group's
+    digest. Reading never writes to the file.
+
+    Raises
+    ------
+    CubeNotFoundError
+        Nothing is at ``path``.
+    CubeFormatError, CubeMetadataError
+        The file is not a cube of format version 1, or a known attribute or an
+        array's metadata is missing or wrong.
+    CubeDigestError
+        A table, the cell numbers or the normalization differ from their
+        digest (at open), or a layer group differs from its digest (at read).
+    CubeReadError
+        A chunk cannot be read or decoded (at read).
+    """
+    root_path = Path(path)
+    if not (root_path / "zarr.json").is_file():
+        msg = f"{root_path}: no cube here (no zarr.json); check the path"
+        raise CubeNotFoundError(msg)
+    root = _open_group(root_path)
+    attrs = _root_attributes(root, where=str(root_path))
+    shape = _parse_shape(attrs["shape"], where=str(root_path))
+    n_groups, n_samples, n_features = shape
+    rows = {"samples": n_samples, "groups": n_groups, "features": n_features}
+    digests = Digests.from_json(attrs["digests"], n_groups=n_groups, where=str(root_path))
+    claimed = attrs["fingerprint"]
+    if not isinstance(claimed, str) or claimed != fingerprint(digests, shape=shape):
+        msg = (
+            f"{root_path}: attribute 'fingerprint': expected the digest of the manifest "
+            f"{fingerprint(digests, shape=shape)}, found {claimed!r}; the file was edited"
+        )
+        raise CubeDigestError(msg)
+    columns = _parse_names(attrs, "columns", where=str(root_path))
+    arrays = _parse_names(attrs, "arrays", where=str(root_path))
+    tables = {}
+    for axis in TABLE_AXES:
+        encoded = _read_table(root, axis, columns[axis], arrays[axis], n_rows=rows[axis], where=root_path)
+        found = table_digest(encoded, n_rows=rows[axis])
+        _check_digest(root_path, axis, expected=getattr(digests, axis), found=found)
+        tables[axis] = _as_frame(encoded, n_rows=rows[axis])
+    n_cells = _read_n_cells(root, digests, shape=shape, where=root_path)
+    normalization = attrs["normalization"]
+    if (normalization is None) != (digests.normalization is None) or (
+        normalization is not None and not isinstance(normalization, dict)
+    ):
+        msg = (
+            f"{root_path}: attribute 'normalization': expected "
+            f"{'an object' if digests.normalization else 'null'} as its digest says, found {normalization!r}"
+        )
+        raise CubeFormatError(msg)
+    if normalization is not None:
+        found = normalization_digest(normalization)
+        _check_digest(root_path, "normalization", expected=digests.normalization, found=found)
+    provenance = check_provenance(attrs["provenance"], where=str(root_path))
+    layers, raw = _open_layers(root, digests, shape=shape, where=root_path)
+    try:
+        return Cube._assemble(  # noqa: SLF001
+            tables=tables,
+            layers=layers,
+            n_cells=n_cells,
+            normalization=normalization,
+            origin={"cytepool": provenance["cytepool"], "source": provenance["source"]},
+            operations=provenance["operations"],
+            digests=digests,
+            digest_sources=raw,
+        )
+    except CubeError as exc:
+        msg = f"{root_path}: the stored values do not make a valid cube: {exc}"
+        raise CubeFormatError(msg) from exc
+
+
+def _open_group(path: Path) -> zarr.Group:
+    try:
+        node = zarr.open(store=LocalStore(path, read_only=True), mode="r", zarr_format=3)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        msg = f"{path}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
+        raise CubeFormatError(msg) from exc
+    if not isinstance(node, zarr.Group):
+        msg = f"{path}: expected a Zarr v3 group, found an array"
+        raise CubeFormatError(msg)
+    return node
+
+
+def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
+    attrs = dict(root.attrs)
+    if attrs.get("format") != FORMAT:
+        msg = f"{where}: attribute 'format': expected {FORMAT!r}, found {attrs.get('format')!r}; this is not a cube file"
+        raise CubeFormatError(msg)
+    if attrs.get("format_version") != FORMAT_VERSION or isinstance(attrs.get("format_version"), bool):
+        msg = (
+            f"{where}: attribute 'format_version': expected {FORMAT_VERSION}, found "
+            f"{attrs.get('format_version')!r}; upgrade CytePool to read newer cube files"
+        )
+        raise CubeFormatError(msg)
+    if attrs.get("fingerprint_version") != FINGERPRINT_VERSION:
+        msg = (
+            f"{where}: attribute 'fingerprint_version': expected {FINGERPRINT_VERSION}, found "
+            f"{attrs.get('fingerprint_version')!r}"
+        )
+        raise CubeFormatError(msg)
+    for key in ("shape", "columns", "arrays", "normalization", "digests", "fingerprint", "provenance"):
+        if key not in attrs:
+            msg = f"{where}: attribute {key!r} is missing; the file is incomplete or was edited"
+            raise CubeFormatError(msg)
+    return attrs
+
+
+def _parse_shape(value: object, *, where: str) -> tuple[int, int, int]:
+    keys = ("groups", "samples", "features")
+    if (
+        not isinstance(value, dict)
+        or set(value) != set(keys)
+        or not all(isinstance(value[k], int) and not isinstance(value[k], bool) and value[k] > 0 for k in keys)
+    ):
+        msg = f"{where}: attribute 'shape': expected {{'groups', 'samples', 'features'}} positive integers, found {value!r}"
+        raise CubeFormatError(msg)
+    return (value["groups"], value["samples"], value["features"])
+
+
+def _parse_names(attrs: Mapping[str, Any], key: str, *, where: str) -> dict[str, list[str]]:
+    value = attrs[key]
+    if not isinstance(value, dict) or set(value) != set(TABLE_AXES) or not all(
+        isinstance(v, list) and v and all(isinstance(s, str) for s in v) for v in value.values()
+    ):
+        msg = f"{where}: attribute {key!r}: expected a non-empty list of strings for each of {list(TABLE_AXES)}, found {value!r}"
+        raise CubeFormatError(msg)
+    return value
+
+
+def _check_digest(path: Path, what: str, *, expected: str | None, found: str) -> None:
+    if expected != found:
+        msg = f"{path}: {what}: values give {found}, not the stored digest {expected}; the file was changed or damaged"
+        raise CubeDigestError(msg)
+
+
+def _open_array(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
+    try:
+        node = group[name]
+    except (KeyError, OSError, ValueError, TypeError) as exc:
+        msg = f"{where}: array is missing or its zarr.json is unreadable ({exc})"
+        raise CubeFormatError(msg) from exc
+    if not isinstance(node, zarr.Array):
+        msg = f"{where}: expected an array, found a group"
+        raise CubeFormatError(msg)
+    return node
+
+
+def _read_values(array: zarr.Array[Any], *, where: str) -> np.ndarray:
+    try:
+        return np.asarray(array[...])
+    except Exception as exc:
+        msg = f"{where}: a chunk cannot be read or decoded ({type(exc).__name__}: {exc}); the file is damaged"
+        raise CubeReadError(msg) from exc
+
+
+def _read_table(
+    root: zarr.Group, axis: str, columns: list[str], arrays: list[str], *, n_rows: int, where: Path
+) -> tuple[EncodedColumn, ...]:
+    if len(columns) != len(arrays) or len(set(columns)) != len(columns):
+        msg = f"{where}: attributes 'columns' and 'arrays' of {axis!r} disagree: {columns} vs {arrays}"
+        raise CubeFormatError(msg)
+    group = root[axis]
+    if not isinstance(group, zarr.Group):
+        raise CubeFormatError(f"{where}/{axis}: expected a group of table columns")
+    listed = sorted(group.array_keys())
+    if listed != sorted(arrays):
+        msg = f"{where}/{axis}: expected exactly the arrays {sorted(arrays)}, found {listed}"
+        raise CubeFormatError(msg)
+    out = []
+    for column, name in zip(columns, arrays, strict=True):
+        w = f"{where}/{axis}/{name}"
+        array = _open_array(group, name, where=w)
+        kind = array.attrs.get("kind")
+        if not isinstance(kind, str):
+            raise CubeFormatError(f"{w}: attribute 'kind': expected a column kind, found {kind!r}")
+        check_array(
+            array, where=w, shape=(n_rows,),
+            chunks=lambda c, n=n_rows: c == (max(n, 1),), chunks_expected=f"({n_rows},)",
+            dtype=lambda d: True, dtype_expected="", dimension_names=(DIMENSIONS[axis],),
+        )
+        try:
+            check_kind(kind, array.dtype, where=w)  # type: ignore[arg-type]
+        except CubeTableError as exc:
+            raise CubeFormatError(str(exc)) from exc
+        levels = array.attrs.get("levels") if kind == "text" else None
+        if kind == "text" and (
+            not isinstance(levels, list) or not all(isinstance(v, str) for v in levels)
+            or len(set(levels)) != len(levels)
+        ):
+            raise CubeFormatError(f"{w}: attribute 'levels': expected a list of distinct strings, found {levels!r}")
+        values = _read_values(array, where=w)
+        if levels is not None and values.size and (values.min() < -1 or values.max() >= len(levels)):
+            msg = f"{w}: codes must lie in [-1, {len(levels)}), found {values.min()}..{values.max()}"
+            raise CubeFormatError(msg)
+        out.append(EncodedColumn(
+            name=column, kind=kind, values=values, levels=None if levels is None else tuple(levels)
+        ))
+    return tuple(out)
+
+
+def _as_frame(columns: Iterable[EncodedColumn], *, n_rows: int) -> pd.DataFrame:
+    import pandas as pd  # noqa: PLC0415
+
+    series = [decode_column(c) for c in columns]
+    return pd.DataFrame({s.name: s for s in series}, index=pd.RangeIndex(n_rows))
+
+
+def _read_n_cells(
+    root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
+) -> np.ndarray | None:
+    present = "n_cells" in set(root.array_keys())
+    if present != (digests.n_cells is not None):
+        msg = f"{where}: array 'n_cells' is {'present' if present else 'absent'} but its digest says {digests.n_cells}"
+        raise CubeFormatError(msg)
+    if not present:
+        return None
+    w = f"{where}/n_cells"
+    n_groups, n_samples, _ = shape
+    array = _open_array(root, "n_cells", where=w)
+    check_array(
+        array, where=w, shape=(n_samples, n_groups),
+        chunks=lambda c: c == (n_samples, n_groups), chunks_expected=str((n_samples, n_groups)),
+        dtype=lambda d: d.kind in "iu", dtype_expected="an integer type",
+        dimension_names=("sample", "group"),
+    )
+    values = _read_values(array, where=w)
+    _check_digest(where, "n_cells", expected=digests.n_cells, found=n_cells_digest(values))
+    return values
+
+
+def _layer_dtype_rule(type_word: str) -> Callable[[np.dtype[Any]], bool]:
+    if type_word == "float64":
+        return lambda d: d in (np.float32, np.float64)
+    return lambda d: d.kind in "biu"
+
+
+def _open_layers(
+    root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
+) -> tuple[dict[str, da.Array], dict[str, da.Array]]:
+    group = root["layers"] if "layers" in set(root.group_keys()) else None
+    if not isinstance(group, zarr.Group):
+        raise CubeFormatError(f"{where}/layers: expected the group of layers")
+    listed = sorted(group.array_keys())
+    if listed != sorted(digests.layers):
+        msg = f"{where}/layers: expected exactly the arrays {sorted(digests.layers)} of attribute 'digests', found {listed}"
+        raise CubeFormatError(msg)
+    layers, raw = {}, {}
+    for name, layer_digests in digests.layers.items():
+        w = f"{where}/layers/{name}"
+        array = _open_array(group, name, where=w)
+        check_array(
+            array, where=w, shape=shape,
+            chunks=layer_chunks_ok(shape[1]), chunks_expected=f"(1, {shape[1]}, 1 to 4096)",
+            dtype=_layer_dtype_rule(layer_digests.type), dtype_expected=f"a type hashed as {layer_digests.type}",
+            dimension_names=("group", "sample", "feature"),
+        )
+        layers[name] = _verified_array(array, layer_digests.groups, where=w, verify=True)
+        raw[name] = _verified_array(array, layer_digests.groups, where=w, verify=False)
+    return layers, raw
+
+
+def _read_chunk(array: zarr.Array[Any], g: int, start: int, stop: int, where: str) -> np.ndarray:
+    try:
+        return np.asarray(array[g : g + 1, :, start:stop])
+    except Exception as exc:
+        msg = (
+            f"{where}: chunk of group {g}, features {start}:{stop} cannot be read or decoded "
+            f"({type(exc).__name__}: {exc}); the file is damaged"
+        )
+        raise CubeReadError(msg) from exc
+
+
+def _verify_group(where: str, g: int, expected: str, *blocks: np.ndarray) -> str:
+    found = hash_rows(b[0] for b in blocks)
+    if found != expected:
+        msg = (
+            f"{where}: group {g} gives {found}, not its stored digest {expected}; the file was "
+            "changed or damaged (a chunk edited, deleted or replaced)"
+        )
+        raise CubeDigestError(msg)
+    return found
+
+
+def _pass(block: np.ndarray, _verified: str) -> np.ndarray:
+    return block
+
+
+class _GroupVerifiedLayer(MaterializedLayer):  # type: ignore[misc]
+    """The blocks of a stored layer; culled to a group's blocks, it also checks that group's digest.
+
+    Dask culls a graph to the keys a computation needs. When every block of a
+    group is needed, the blocks pass through a task that hashes them and
+    compares with the stored digest; when only some are, they are read plainly.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        array: zarr.Array[Any],
+        digests: tuple[str, ...],
+        bounds: list[tuple[int, int]],
+        where: str,
+        verify: bool,
+    ) -> None:
+        self.spec = (name, array, digests, bounds, where, verify)
+        groups = range(len(digests)) if verify else ()
+        super().__init__(self._tasks(range(len(digests)), verified=set(groups)))
+
+    def _tasks(self, groups: Iterable[int], *, verified: set[int], wanted: set[Any] | None = None) -> dict[Any, Any]:
+        name, array, digests, bounds, where, _ = self.spec
+        raw, check = f"{name}-raw", f"{name}-verify"
+        tasks: dict[Any, Any] = {}
+        for g in groups:
+            if g in verified:
+                keys = [(raw, g, j) for j in range(len(bounds))]
+                for (key, (start, stop)) in zip(keys, bounds, strict=True):
+                    tasks[key] = (_read_chunk, array, g, start, stop, where)
+                tasks[(check, g)] = (_verify_group, where, g, digests[g], *keys)
+                for j, key in enumerate(keys):
+                    tasks[(name, g, 0, j)] = (_pass, key, (check, g))
+            else:
+                for j, (start, stop) in enumerate(bounds):
+                    if wanted is None or (name, g, 0, j) in wanted:
+                        tasks[(name, g, 0, j)] = (_read_chunk, array, g, start, stop, where)
+        return tasks
+
+    def cull(self, keys: set[Any], all_hlg_keys: Any) -> tuple[MaterializedLayer, dict[Any, set[Any]]]:  # noqa: ANN401
+        name, _, digests, bounds, _, verify = self.spec
+        wanted = {k for k in keys if isinstance(k, tuple) and k and k[0] == name}
+        groups = sorted({k[1] for k in wanted})
+        complete = {
+            g for g in groups if verify and all((name, g, 0, j) in wanted for j in range(len(bounds)))
+        }
+        tasks = self._tasks(groups, verified=complete, wanted=wanted)
+        return MaterializedLayer(tasks), {k: set() for k in tasks}
+
+
+def _verified_array(
+    array: zarr.Array[Any], digests: tuple[str, ...], *, where: str, verify: bool
+) -> da.Array:
+    n_groups, n_samples, n_features = array.shape
+    width = array.chunks[2]
+    bounds = [(s, min(s + width, n_features)) for s in range(0, n_features, width)]
+    token = json.dumps([where, list(digests), verify])
+    from dask.base import tokenize  # noqa: PLC0415
+
+    name = f"cytepool-layer-{tokenize(token)}"
+    layer = _GroupVerifiedLayer(name=name, array=array, digests=digests, bounds=bounds, where=where, verify=verify)
+    graph = HighLevelGraph({name: layer}, {name: set()})
+    chunks = ((1,) * n_groups, (n_samples,), tuple(stop - start for start, stop in bounds))
+    return da.Array(graph, name, chunks, meta=np.empty((0, 0, 0), dtype=array.dtype))
+

@@ -1,0 +1,82 @@
+"""Exceptions raised by CytePool.
+
+Every error subclasses :class:`CubeError`, itself a :class:`ValueError`, or the
+builtin it refines (:class:`FileExistsError`, :class:`FileNotFoundError`), so
+callers that catch the builtin keep working. Messages name the file, the array
+or attribute, what was expected, what was found and what to do.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChainVerificationError",
+    "CubeDigestError",
+    "CubeError",
+    "CubeExistsError",
+    "CubeFormatError",
+    "CubeMetadataError",
+    "CubeNotFoundError",
+    "CubeReadError",
+    "CubeShapeError",
+    "CubeTableError",
+    "CubeValueError",
+    "FingerprintMismatchError",
+    "NegativeValueError",
+    "NonFiniteValueError",
+]
+
+
+class CubeError(ValueError):
+    """Base class of every CytePool cube error."""
+
+
+class CubeShapeError(CubeError):
+    """A layer, table or cell-number array does not have the shape the cube needs."""
+
+
+class CubeTableError(CubeError):
+    """A sample, group or feature table cannot be stored as a cube table."""
+
+
+class CubeValueError(CubeError):
+    """A value given to a cube is of the wrong type or outside its domain."""
+
+
+class NegativeValueError(CubeValueError):
+    """A count-like layer or the cell numbers hold a negative value."""
+
+
+class NonFiniteValueError(CubeValueError):
+    """A layer holds NaN or infinity."""
+
+
+class CubeFormatError(CubeError):
+    """A file is not a cube of a format this version reads, or a known attribute is malformed."""
+
+
+class CubeMetadataError(CubeFormatError):
+    """An array of a cube file has metadata (shape, dtype, chunks, codecs, names) it should not."""
+
+
+class CubeDigestError(CubeError):
+    """Stored values do not match their stored digest: the file was changed or damaged."""
+
+
+class CubeReadError(CubeError):
+    """A chunk of a cube file could not be read or decoded."""
+
+
+class FingerprintMismatchError(CubeDigestError):
+    """A recomputed digest or fingerprint differs from the one expected."""
+
+
+class ChainVerificationError(CubeError):
+    """A provenance chain could not be replayed to the cube it describes."""
+
+
+class CubeExistsError(CubeError, FileExistsError):
+    """The target of a write exists and may not be replaced."""
+
+
+class CubeNotFoundError(CubeError, FileNotFoundError):
+    """There is no cube at the given path."""
