@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import dask.array as da
 import numpy as np
-import pandas as pd
 
 from cytepool.cube import graph
 from cytepool.cube.encoding import canonical_json, layer_type_word
@@ -30,6 +29,8 @@ from cytepool.errors import (
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+
+    import pandas as pd
 
 __all__ = ["KNOWN_LAYERS", "Cube", "LayerArray"]
 
@@ -255,7 +256,9 @@ class Cube:
             self._digests = digests
 
     def _compute_digests(self) -> Digests:
-        sources = self._digest_sources or {n: graph.as_layer_array(x) for n, x in self._layers.items()}
+        sources = self._digest_sources or {
+            n: graph.as_layer_array(x) for n, x in self._layers.items()
+        }
         names = sorted(sources)
         tasks = [graph.layer_digest_tasks(sources[n]) for n in names]
         results = graph.compute(*tasks)
@@ -301,9 +304,7 @@ class Cube:
             for g, (want, got) in enumerate(pairs):
                 if want != got:
                     label = self._tables["groups"].iloc[g, 0]
-                    msg = (
-                        f"layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}"
-                    )
+                    msg = f"layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}"
                     raise FingerprintMismatchError(msg)
         return self.fingerprint
 
@@ -381,7 +382,9 @@ class Cube:
         return combine(self, axis=axis, mapping=mapping)
 
 
-def _parse_layers(layers: Mapping[str, LayerArray], *, shape: tuple[int, int, int]) -> dict[str, LayerArray]:
+def _parse_layers(
+    layers: Mapping[str, LayerArray], *, shape: tuple[int, int, int]
+) -> dict[str, LayerArray]:
     if not isinstance(layers, dict | MappingProxyType) or "counts" not in layers:
         msg = f"layers: expected a mapping of names to arrays that holds 'counts', found {type(layers).__name__} with {list(layers) if hasattr(layers, 'keys') else layers!r}"
         raise CubeShapeError(msg)
@@ -403,7 +406,12 @@ def _parse_layers(layers: Mapping[str, LayerArray], *, shape: tuple[int, int, in
         if array.dtype.kind not in "biuf" or array.dtype == np.float16:
             msg = f"layer {name!r}: expected a bool, integer, float32 or float64 dtype, found {array.dtype}"
             raise CubeValueError(msg)
-        if array.dtype == np.uint64 and isinstance(array, np.ndarray) and array.size and int(array.max()) > np.iinfo(np.int64).max:
+        if (
+            array.dtype == np.uint64
+            and isinstance(array, np.ndarray)
+            and array.size
+            and int(array.max()) > np.iinfo(np.int64).max
+        ):
             msg = f"layer {name!r}: uint64 values above 2**63-1 cannot be fingerprinted as int64"
             raise CubeValueError(msg)
         nonnegative = name in NONNEGATIVE_LAYERS
@@ -446,4 +454,3 @@ def _parse_json_object(value: Mapping[str, Any] | None, *, what: str) -> dict[st
         raise CubeValueError(msg)
     canonical_json(value, what=what)
     return copy.deepcopy(value)
-

@@ -1,4 +1,4 @@
-"""Digests and the fingerprint of a cube, encoding version 1.
+r"""Digests and the fingerprint of a cube, encoding version 1.
 
 The fingerprint names the values an analysis reads: the three tables, the cell
 numbers, the normalization and every layer. Provenance, chunking, compression
@@ -74,14 +74,16 @@ Examples
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
 from cytepool.cube.encoding import DIGEST_PATTERN, canonical_json, format_digest
 from cytepool.errors import CubeFormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "FINGERPRINT_VERSION",

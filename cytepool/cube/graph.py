@@ -98,7 +98,7 @@ def validated(x: da.Array, *, name: str, nonnegative: bool) -> da.Array:
 
 
 def group_tasks(
-    x: da.Array, func: Callable[..., Any], *args: Any, pure: bool = True
+    x: da.Array, func: Callable[..., Any], *args: object, pure: bool = True
 ) -> list[Delayed]:
     """One delayed ``func(g, blocks, *args)`` per group, ``blocks`` in feature order.
 
@@ -106,7 +106,7 @@ def group_tasks(
     making) feature chunks of at most 4,096; so each task owns whole chunks of
     the file.
     """
-    n_groups, n_samples, n_features = x.shape
+    n_groups, n_samples, _n_features = x.shape
     feature_chunks = x.chunks[2]
     if max(feature_chunks, default=0) > LAYER_CHUNK_FEATURES or x.chunks[0] != (1,) * n_groups:
         feature_chunks = layer_chunks(x.shape)[2]  # type: ignore[assignment]

@@ -127,7 +127,8 @@ def check_array(
         raise fail("chunk shape", chunks_expected, array.shards or array.chunks)
     if not _codecs_ok(array):
         raise fail(
-            "codecs", "bytes (little endian) then gzip, zstd or nothing",
+            "codecs",
+            "bytes (little endian) then gzip, zstd or nothing",
             list(meta.codecs),  # type: ignore[union-attr]
         )
     if tuple(meta.dimension_names or ()) != dimension_names:  # type: ignore[union-attr]

@@ -31,7 +31,9 @@ def _label_column(cube: Cube, axis: str) -> pd.Series:
     return table.iloc[:, 0]
 
 
-def _positions(cube: Cube, axis: str, choice: Sequence[Any] | np.ndarray | None) -> list[int] | None:
+def _positions(
+    cube: Cube, axis: str, choice: Sequence[Any] | np.ndarray | None
+) -> list[int] | None:
     """Positions chosen by labels or a boolean mask, in the order given."""
     if choice is None:
         return None
@@ -94,7 +96,8 @@ def _select_positions(cube: Cube, chosen: Mapping[str, list[int] | None]) -> Cub
                 x = x[(slice(None),) * dim + (sel,)]
         layers[name] = x
     tables = {
-        axis: getattr(cube, axis) if chosen[axis] is None
+        axis: getattr(cube, axis)
+        if chosen[axis] is None
         else getattr(cube, axis).iloc[chosen[axis]].reset_index(drop=True)
         for axis in ("samples", "groups", "features")
     }
@@ -104,7 +107,7 @@ def _select_positions(cube: Cube, chosen: Mapping[str, list[int] | None]) -> Cub
             n_cells = n_cells[chosen["samples"], :]
         if chosen["groups"] is not None:
             n_cells = n_cells[:, chosen["groups"]]
-    return cube._derive(  # noqa: SLF001
+    return cube._derive(
         operation="select",
         parameters=dict(chosen),
         tables=tables,
@@ -160,9 +163,11 @@ def combine(cube: Cube, *, axis: str, mapping: Mapping[Any, Any]) -> Cube:
     n_cells = cube.n_cells
     if n_cells is not None:
         along = _N_CELLS_AXIS[axis]
-        n_cells = np.stack([n_cells.take(m, axis=along).sum(axis=along) for m in members], axis=along)
+        n_cells = np.stack(
+            [n_cells.take(m, axis=along).sum(axis=along) for m in members], axis=along
+        )
     pairs = [[_json_label(k), _json_label(v)] for k, v in mapping.items()]
-    return cube._derive(  # noqa: SLF001
+    return cube._derive(
         operation="combine",
         parameters={"axis": axis, "mapping": pairs},
         tables=tables,
@@ -218,7 +223,7 @@ def _replay_combine(cube: Cube, parameters: Mapping[str, Any]) -> Cube:
     if not all(isinstance(p, list) and len(p) == 2 for p in pairs):
         msg = f"combine record: mapping must be a list of [old, new] pairs, found {pairs!r}"
         raise ChainVerificationError(msg)
-    return combine(cube, axis=parameters["axis"], mapping={old: new for old, new in pairs})
+    return combine(cube, axis=parameters["axis"], mapping=dict(pairs))
 
 
 OPERATIONS: Final = {"select": _replay_select, "combine": _replay_combine}

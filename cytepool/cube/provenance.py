@@ -77,7 +77,9 @@ def _describe_source(source: Mapping[str, Any] | None) -> str:
 
 
 def _describe_axis(chosen: list[int] | None, axis: str) -> str:
-    return f"all {axis}" if chosen is None else f"{len(chosen)} {axis} (positions {_ranges(chosen)})"
+    return (
+        f"all {axis}" if chosen is None else f"{len(chosen)} {axis} (positions {_ranges(chosen)})"
+    )
 
 
 def _ranges(positions: list[int]) -> str:
@@ -169,7 +171,10 @@ def verify_chain(cube: Cube, candidates: Iterable[Cube]) -> list[str]:
         result = replay(start, record)
         got = result.fingerprint
         expected_next = operations[i + 1]["input"] if i + 1 < len(operations) else cube.fingerprint
-        for what, want in (("its recorded output", record["output"]), ("the next input", expected_next)):
+        for what, want in (
+            ("its recorded output", record["output"]),
+            ("the next input", expected_next),
+        ):
             if got != want:
                 msg = (
                     f"operations[{i}] ({record['operation']}): replayed on {record['input']} it "

@@ -40,7 +40,7 @@ from cytepool.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
 
     import pandas as pd
 
@@ -90,7 +90,9 @@ def read_cube(path: str | Path) -> Cube:
     arrays = _parse_names(attrs, "arrays", where=str(root_path))
     tables = {}
     for axis in TABLE_AXES:
-        encoded = _read_table(root, axis, columns[axis], arrays[axis], n_rows=rows[axis], where=root_path)
+        encoded = _read_table(
+            root, axis, columns[axis], arrays[axis], n_rows=rows[axis], where=root_path
+        )
         found = table_digest(encoded, n_rows=rows[axis])
         _check_digest(root_path, axis, expected=getattr(digests, axis), found=found)
         tables[axis] = _as_frame(encoded, n_rows=rows[axis])
@@ -110,7 +112,7 @@ def read_cube(path: str | Path) -> Cube:
     provenance = check_provenance(attrs["provenance"], where=str(root_path))
     layers, raw = _open_layers(root, digests, shape=shape, where=root_path)
     try:
-        return Cube._assemble(  # noqa: SLF001
+        return Cube._assemble(
             tables=tables,
             layers=layers,
             n_cells=n_cells,
@@ -142,7 +144,9 @@ def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
     if attrs.get("format") != FORMAT:
         msg = f"{where}: attribute 'format': expected {FORMAT!r}, found {attrs.get('format')!r}; this is not a cube file"
         raise CubeFormatError(msg)
-    if attrs.get("format_version") != FORMAT_VERSION or isinstance(attrs.get("format_version"), bool):
+    if attrs.get("format_version") != FORMAT_VERSION or isinstance(
+        attrs.get("format_version"), bool
+    ):
         msg = (
             f"{where}: attribute 'format_version': expected {FORMAT_VERSION}, found "
             f"{attrs.get('format_version')!r}; upgrade CytePool to read newer cube files"
@@ -154,7 +158,15 @@ def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
             f"{attrs.get('fingerprint_version')!r}"
         )
         raise CubeFormatError(msg)
-    for key in ("shape", "columns", "arrays", "normalization", "digests", "fingerprint", "provenance"):
+    for key in (
+        "shape",
+        "columns",
+        "arrays",
+        "normalization",
+        "digests",
+        "fingerprint",
+        "provenance",
+    ):
         if key not in attrs:
             msg = f"{where}: attribute {key!r} is missing; the file is incomplete or was edited"
             raise CubeFormatError(msg)
@@ -166,7 +178,10 @@ def _parse_shape(value: object, *, where: str) -> tuple[int, int, int]:
     if (
         not isinstance(value, dict)
         or set(value) != set(keys)
-        or not all(isinstance(value[k], int) and not isinstance(value[k], bool) and value[k] > 0 for k in keys)
+        or not all(
+            isinstance(value[k], int) and not isinstance(value[k], bool) and value[k] > 0
+            for k in keys
+        )
     ):
         msg = f"{where}: attribute 'shape': expected {{'groups', 'samples', 'features'}} positive integers, found {value!r}"
         raise CubeFormatError(msg)
@@ -175,8 +190,12 @@ def _parse_shape(value: object, *, where: str) -> tuple[int, int, int]:
 
 def _parse_names(attrs: Mapping[str, Any], key: str, *, where: str) -> dict[str, list[str]]:
     value = attrs[key]
-    if not isinstance(value, dict) or set(value) != set(TABLE_AXES) or not all(
-        isinstance(v, list) and v and all(isinstance(s, str) for s in v) for v in value.values()
+    if (
+        not isinstance(value, dict)
+        or set(value) != set(TABLE_AXES)
+        or not all(
+            isinstance(v, list) and v and all(isinstance(s, str) for s in v) for v in value.values()
+        )
     ):
         msg = f"{where}: attribute {key!r}: expected a non-empty list of strings for each of {list(TABLE_AXES)}, found {value!r}"
         raise CubeFormatError(msg)
@@ -230,9 +249,14 @@ def _read_table(
         if not isinstance(kind, str):
             raise CubeFormatError(f"{w}: attribute 'kind': expected a column kind, found {kind!r}")
         check_array(
-            array, where=w, shape=(n_rows,),
-            chunks=lambda c, n=n_rows: c == (max(n, 1),), chunks_expected=f"({n_rows},)",
-            dtype=lambda d: True, dtype_expected="", dimension_names=(DIMENSIONS[axis],),
+            array,
+            where=w,
+            shape=(n_rows,),
+            chunks=lambda c, n=n_rows: c == (max(n, 1),),
+            chunks_expected=f"({n_rows},)",
+            dtype=lambda d: True,
+            dtype_expected="",
+            dimension_names=(DIMENSIONS[axis],),
         )
         try:
             check_kind(kind, array.dtype, where=w)  # type: ignore[arg-type]
@@ -240,17 +264,31 @@ def _read_table(
             raise CubeFormatError(str(exc)) from exc
         levels = array.attrs.get("levels") if kind == "text" else None
         if kind == "text" and (
-            not isinstance(levels, list) or not all(isinstance(v, str) for v in levels)
+            not isinstance(levels, list)
+            or not all(isinstance(v, str) for v in levels)
             or len(set(levels)) != len(levels)
         ):
-            raise CubeFormatError(f"{w}: attribute 'levels': expected a list of distinct strings, found {levels!r}")
+            raise CubeFormatError(
+                f"{w}: attribute 'levels': expected a list of distinct strings, found {levels!r}"
+            )
         values = _read_values(array, where=w)
-        if levels is not None and values.size and (values.min() < -1 or values.max() >= len(levels)):
-            msg = f"{w}: codes must lie in [-1, {len(levels)}), found {values.min()}..{values.max()}"
+        if (
+            levels is not None
+            and values.size
+            and (values.min() < -1 or values.max() >= len(levels))
+        ):
+            msg = (
+                f"{w}: codes must lie in [-1, {len(levels)}), found {values.min()}..{values.max()}"
+            )
             raise CubeFormatError(msg)
-        out.append(EncodedColumn(
-            name=column, kind=kind, values=values, levels=None if levels is None else tuple(levels)
-        ))
+        out.append(
+            EncodedColumn(
+                name=column,
+                kind=kind,
+                values=values,
+                levels=None if levels is None else tuple(levels),
+            )
+        )
     return tuple(out)
 
 
@@ -274,9 +312,13 @@ def _read_n_cells(
     n_groups, n_samples, _ = shape
     array = _open_array(root, "n_cells", where=w)
     check_array(
-        array, where=w, shape=(n_samples, n_groups),
-        chunks=lambda c: c == (n_samples, n_groups), chunks_expected=str((n_samples, n_groups)),
-        dtype=lambda d: d.kind in "iu", dtype_expected="an integer type",
+        array,
+        where=w,
+        shape=(n_samples, n_groups),
+        chunks=lambda c: c == (n_samples, n_groups),
+        chunks_expected=str((n_samples, n_groups)),
+        dtype=lambda d: d.kind in "iu",
+        dtype_expected="an integer type",
         dimension_names=("sample", "group"),
     )
     values = _read_values(array, where=w)
@@ -305,9 +347,13 @@ def _open_layers(
         w = f"{where}/layers/{name}"
         array = _open_array(group, name, where=w)
         check_array(
-            array, where=w, shape=shape,
-            chunks=layer_chunks_ok(shape[1]), chunks_expected=f"(1, {shape[1]}, 1 to 4096)",
-            dtype=_layer_dtype_rule(layer_digests.type), dtype_expected=f"a type hashed as {layer_digests.type}",
+            array,
+            where=w,
+            shape=shape,
+            chunks=layer_chunks_ok(shape[1]),
+            chunks_expected=f"(1, {shape[1]}, 1 to 4096)",
+            dtype=_layer_dtype_rule(layer_digests.type),
+            dtype_expected=f"a type hashed as {layer_digests.type}",
             dimension_names=("group", "sample", "feature"),
         )
         layers[name] = _verified_array(array, layer_digests.groups, where=w, verify=True)
@@ -363,14 +409,16 @@ class _GroupVerifiedLayer(MaterializedLayer):  # type: ignore[misc]
         groups = range(len(digests)) if verify else ()
         super().__init__(self._tasks(range(len(digests)), verified=set(groups)))
 
-    def _tasks(self, groups: Iterable[int], *, verified: set[int], wanted: set[Any] | None = None) -> dict[Any, Any]:
+    def _tasks(
+        self, groups: Iterable[int], *, verified: set[int], wanted: set[Any] | None = None
+    ) -> dict[Any, Any]:
         name, array, digests, bounds, where, _ = self.spec
         raw, check = f"{name}-raw", f"{name}-verify"
         tasks: dict[Any, Any] = {}
         for g in groups:
             if g in verified:
                 keys = [(raw, g, j) for j in range(len(bounds))]
-                for (key, (start, stop)) in zip(keys, bounds, strict=True):
+                for key, (start, stop) in zip(keys, bounds, strict=True):
                     tasks[key] = (_read_chunk, array, g, start, stop, where)
                 tasks[(check, g)] = (_verify_group, where, g, digests[g], *keys)
                 for j, key in enumerate(keys):
@@ -381,12 +429,16 @@ class _GroupVerifiedLayer(MaterializedLayer):  # type: ignore[misc]
                         tasks[(name, g, 0, j)] = (_read_chunk, array, g, start, stop, where)
         return tasks
 
-    def cull(self, keys: set[Any], all_hlg_keys: Any) -> tuple[MaterializedLayer, dict[Any, set[Any]]]:  # noqa: ANN401
-        name, _, digests, bounds, _, verify = self.spec
+    def cull(
+        self, keys: set[Any], all_hlg_keys: Collection[Any]
+    ) -> tuple[MaterializedLayer, dict[Any, set[Any]]]:
+        name, _, _digests, bounds, _, verify = self.spec
         wanted = {k for k in keys if isinstance(k, tuple) and k and k[0] == name}
         groups = sorted({k[1] for k in wanted})
         complete = {
-            g for g in groups if verify and all((name, g, 0, j) in wanted for j in range(len(bounds)))
+            g
+            for g in groups
+            if verify and all((name, g, 0, j) in wanted for j in range(len(bounds)))
         }
         tasks = self._tasks(groups, verified=complete, wanted=wanted)
         return MaterializedLayer(tasks), {k: set() for k in tasks}
@@ -402,8 +454,9 @@ def _verified_array(
     from dask.base import tokenize  # noqa: PLC0415
 
     name = f"cytepool-layer-{tokenize(token)}"
-    layer = _GroupVerifiedLayer(name=name, array=array, digests=digests, bounds=bounds, where=where, verify=verify)
+    layer = _GroupVerifiedLayer(
+        name=name, array=array, digests=digests, bounds=bounds, where=where, verify=verify
+    )
     graph = HighLevelGraph({name: layer}, {name: set()})
     chunks = ((1,) * n_groups, (n_samples,), tuple(stop - start for start, stop in bounds))
     return da.Array(graph, name, chunks, meta=np.empty((0, 0, 0), dtype=array.dtype))
-

@@ -106,7 +106,7 @@ def encode_table(table: pd.DataFrame, *, axis: str) -> tuple[EncodedColumn, ...]
     return tuple(encode_column(name, table[name], axis=axis) for name in names)
 
 
-def encode_column(name: str, column: pd.Series, *, axis: str) -> EncodedColumn:  # noqa: PLR0911
+def encode_column(name: str, column: pd.Series, *, axis: str) -> EncodedColumn:
     """Encode one column; raise :class:`CubeTableError` for a column no kind can hold."""
     where = f"{axis} table, column {name!r}"
     dtype = column.dtype

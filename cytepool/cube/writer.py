@@ -119,11 +119,15 @@ def write_cube(
         arrays = {axis: _write_table(root, cube, axis, codec) for axis in TABLE_AXES}
         if cube.n_cells is not None:
             _write_array(
-                root, "n_cells", cube.n_cells, codec,
-                dimension_names=("sample", "group"), chunks=None,
+                root,
+                "n_cells",
+                cube.n_cells,
+                codec,
+                dimension_names=("sample", "group"),
+                chunks=None,
             )
         digests = cube.static_digests(_write_layers(root, cube, codec))
-        claimed = cube._digests  # noqa: SLF001
+        claimed = cube._digests
         if claimed is not None and claimed != digests:
             msg = (
                 f"{target}: the cube's values no longer match its digests (fingerprint "
@@ -131,16 +135,14 @@ def write_cube(
                 "nothing was written - run verify_fingerprint() on the source"
             )
             raise FingerprintMismatchError(msg)
-        cube._set_digests(digests)  # noqa: SLF001
+        cube._set_digests(digests)
         root.attrs.update(_root_attributes(cube, digests, arrays))
         fsync_tree(tmp)
         publish(tmp, target, replace=exists)
     return target
 
 
-def _root_attributes(
-    cube: Cube, digests: Digests, arrays: dict[str, list[str]]
-) -> dict[str, Any]:
+def _root_attributes(cube: Cube, digests: Digests, arrays: dict[str, list[str]]) -> dict[str, Any]:
     n_groups, n_samples, n_features = cube.shape
     return {
         "format": FORMAT,
@@ -194,8 +196,13 @@ def _write_table(
         if column.levels is not None:
             attributes["levels"] = list(column.levels)
         _write_array(
-            group, name, column.values, codec,
-            dimension_names=(DIMENSIONS[axis],), chunks=None, attributes=attributes,
+            group,
+            name,
+            column.values,
+            codec,
+            dimension_names=(DIMENSIONS[axis],),
+            chunks=None,
+            attributes=attributes,
         )
     return names
 

@@ -1,0 +1,183 @@
+"""The ``cytepool`` command line: inspect, verify, history and demo.
+
+Exit codes: 0 success, 1 a cube failed verification, 2 usage errors, 3 the
+path is not a readable cube.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from cytepool.cube.cube import Cube, package_version
+from cytepool.cube.provenance import describe_provenance, verify_chain
+from cytepool.cube.reader import read_cube
+from cytepool.cube.writer import write_cube
+from cytepool.errors import CubeDigestError, CubeError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["main"]
+
+EXIT_OK: Final = 0
+EXIT_MISMATCH: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_UNREADABLE: Final = 3
+
+
+def _summary(cube: Cube, path: str) -> dict[str, Any]:
+    n_groups, n_samples, n_features = cube.shape
+    return {
+        "path": path,
+        "shape": {"groups": n_groups, "samples": n_samples, "features": n_features},
+        "bulk": cube.is_bulk,
+        "tables": {
+            axis: [{"name": c.name, "kind": c.kind} for c in cube.encoded_table(axis)]
+            for axis in ("samples", "groups", "features")
+        },
+        "layers": {name: str(layer.dtype) for name, layer in sorted(cube.layers.items())},
+        "normalization": cube.normalization,
+        "fingerprint": cube.fingerprint,
+        "provenance": cube.provenance,
+        "history": cube.history(),
+    }
+
+
+def _print_summary(info: dict[str, Any]) -> None:
+    shape = info["shape"]
+    print(f"cube {info['path']}")
+    kind = "bulk (no cell numbers)" if info["bulk"] else "with cell numbers"
+    print(
+        f"  shape: {shape['groups']} groups x {shape['samples']} samples x {shape['features']} features, {kind}"
+    )
+    for axis, columns in info["tables"].items():
+        cols = ", ".join(f"{c['name']} ({c['kind']})" for c in columns)
+        print(f"  {axis}: {cols}")
+    print("  layers: " + ", ".join(f"{n} ({d})" for n, d in info["layers"].items()))
+    if info["normalization"] is not None:
+        print(f"  normalization: {json.dumps(info['normalization'], sort_keys=True)}")
+    print(f"  fingerprint: {info['fingerprint']}")
+    print("  provenance:")
+    for line in info["history"].splitlines():
+        print(f"    {line}")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    cube = read_cube(args.path)
+    info = _summary(cube, str(args.path))
+    if args.json:
+        print(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        _print_summary(info)
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace) -> int:
+    try:
+        cube = read_cube(args.path)
+        fingerprint = cube.verify_fingerprint()
+        chain = verify_chain(cube, [read_cube(p) for p in args.chain]) if args.chain else None
+    except CubeDigestError as exc:
+        _report(args, ok=False, error=exc)
+        return EXIT_MISMATCH
+    except CubeError as exc:
+        _report(args, ok=False, error=exc)
+        return EXIT_MISMATCH if args.chain else EXIT_UNREADABLE
+    _report(args, ok=True, fingerprint=fingerprint, chain=chain)
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace, *, ok: bool, **fields: Any) -> None:  # noqa: ANN401
+    error = fields.pop("error", None)
+    if args.json:
+        doc: dict[str, Any] = {"path": str(args.path), "ok": ok, **fields}
+        if error is not None:
+            doc["error"] = {"type": type(error).__name__, "message": str(error)}
+        print(json.dumps(doc, indent=2))
+    elif ok:
+        print(f"OK {args.path}: every digest matches, fingerprint {fields['fingerprint']}")
+        if fields.get("chain"):
+            print(
+                f"   provenance chain of {len(fields['chain']) - 1} operations replayed and matched"
+            )
+    else:
+        print(f"MISMATCH {args.path}: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+def _history(args: argparse.Namespace) -> int:
+    cube = read_cube(args.path)
+    if args.json:
+        print(json.dumps(cube.provenance, indent=2))
+    else:
+        print(describe_provenance(cube.provenance))
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from cytepool.cube.demo import demo_cube  # noqa: PLC0415
+
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    cube = demo_cube()
+    path = write_cube(cube, out / "demo.cube.zarr", compression="zstd", overwrite=True)
+    merged = read_cube(path).combine(axis="groups", mapping={"CD4 T": "T", "CD8 T": "T"})
+    chain_path = write_cube(
+        merged.select(samples=merged.samples["sample"].iloc[:4].tolist()),
+        out / "demo-T.cube.zarr",
+        overwrite=True,
+    )
+    print(f"wrote {path} and {chain_path}")
+    return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cytepool", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"cytepool {package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser(
+        "inspect", help="shape, tables, layers, fingerprint and provenance of a cube"
+    )
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=_inspect)
+    p = sub.add_parser("verify", help="read every value and check it against the stored digests")
+    p.add_argument("path")
+    p.add_argument(
+        "--chain",
+        nargs="*",
+        default=[],
+        metavar="CUBE",
+        help="also replay the provenance chain from these input cubes",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=_verify)
+    p = sub.add_parser("history", help="the provenance of a cube in plain words")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="print the provenance JSON")
+    p.set_defaults(run=_history)
+    p = sub.add_parser("demo", help="write a demo cube and a cube derived from it")
+    p.add_argument(
+        "-o", "--output", default="demo", help="directory to write into (default: ./demo)"
+    )
+    p.set_defaults(run=_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except CubeError as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
