@@ -222,7 +222,8 @@ class Cube:
     @property
     def source(self) -> dict[str, Any] | None:
         """The exporter's record, verbatim."""
-        return copy.deepcopy(self._origin["source"])
+        source: dict[str, Any] | None = copy.deepcopy(self._origin["source"])
+        return source
 
     def encoded_table(self, axis: str) -> tuple[EncodedColumn, ...]:
         """The stored encoding of the ``axis`` table (``samples``, ``groups`` or ``features``)."""
@@ -417,6 +418,8 @@ def _parse_layers(
         nonnegative = name in NONNEGATIVE_LAYERS
         if isinstance(array, np.ndarray):
             graph.check_layer_block(array, name=name, nonnegative=nonnegative)
+            array = array.view()
+            array.flags.writeable = False
         else:
             array = graph.validated(array, name=name, nonnegative=nonnegative)
         parsed[name] = array

@@ -49,7 +49,7 @@ def format_digest(h: hashlib._Hash) -> str:
 
 def canonical_float64(values: np.ndarray, *, nan: bool = False) -> np.ndarray:
     """C-ordered little-endian float64 copy with -0.0 as 0.0 (and NaN as 0x7FF8..., if asked)."""
-    out = np.add(values, 0.0, dtype="<f8", order="C", casting="unsafe")
+    out: np.ndarray = np.add(values, 0.0, dtype="<f8", order="C", casting="unsafe")
     if nan:
         bits = out.view("<u8")
         bits[np.isnan(out)] = _CANONICAL_NAN

@@ -66,9 +66,15 @@ Fingerprint
 
 Examples
 --------
+The normalization digest hashes the canonical JSON (keys sorted, no spaces):
+
+>>> import hashlib
 >>> from cytepool.cube.fingerprints import normalization_digest
->>> normalization_digest({"target_sum": 10000, "method": "library_size"})[:15]
-'sha256:dfa5b4a5'
+>>> canonical = b'{"method":"library_size","target_sum":10000}'
+>>> normalization_digest({"target_sum": 10000, "method": "library_size"}) == (
+...     "sha256:" + hashlib.sha256(canonical).hexdigest()
+... )
+True
 """
 
 from __future__ import annotations

@@ -9,11 +9,12 @@ active :class:`distributed.Client`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-import dask
 import dask.array as da
 import numpy as np
+from dask.base import compute as dask_compute
+from dask.delayed import delayed
 
 from cytepool.cube.encoding import hash_rows
 from cytepool.errors import NegativeValueError, NonFiniteValueError
@@ -48,7 +49,7 @@ def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
     """A layer as a Dask array; numpy layers are wrapped in blocks of the file's chunk shape."""
     if isinstance(layer, da.Array):
         return layer
-    return da.from_array(layer, chunks=layer_chunks(layer.shape))  # type: ignore[arg-type]
+    return cast("da.Array", da.from_array(layer, chunks=layer_chunks(layer.shape)))
 
 
 def check_layer_block(
@@ -60,7 +61,7 @@ def check_layer_block(
         if bad.any():
             where = _first(bad, offset)
             msg = (
-                f"layer {name!r} holds {block[tuple(np.argwhere(bad)[0])]!r} at (group, sample, "
+                f"layer {name!r} holds {block[tuple(np.argwhere(bad)[0])].item()!r} at (group, sample, "
                 f"feature) {where}; layers hold finite values only - drop or fix the value"
             )
             raise NonFiniteValueError(msg)
@@ -70,7 +71,7 @@ def check_layer_block(
             where = _first(negative, offset)
             msg = (
                 f"layer {name!r} holds the negative value "
-                f"{block[tuple(np.argwhere(negative)[0])]!r} at (group, sample, feature) {where}; "
+                f"{block[tuple(np.argwhere(negative)[0])].item()!r} at (group, sample, feature) {where}; "
                 "counts and detected cells cannot be negative"
             )
             raise NegativeValueError(msg)
@@ -84,7 +85,7 @@ def _checked_block(
     block: np.ndarray, *, layer: str, nonnegative: bool, block_info: dict[Any, Any] | None = None
 ) -> np.ndarray:
     offset = (0, 0, 0)
-    if block_info is not None and None not in block_info:
+    if block_info is not None and 0 in block_info:
         offset = tuple(start for start, _ in block_info[0]["array-location"])
     check_layer_block(block, name=layer, nonnegative=nonnegative, offset=offset)
     return block
@@ -92,9 +93,10 @@ def _checked_block(
 
 def validated(x: da.Array, *, name: str, nonnegative: bool) -> da.Array:
     """``x`` with every block checked, as it is computed, for values a layer may not hold."""
-    return x.map_blocks(
-        _checked_block, layer=name, nonnegative=nonnegative, dtype=x.dtype, meta=x._meta
+    checked = da.map_blocks(
+        _checked_block, x, layer=name, nonnegative=nonnegative, dtype=x.dtype, meta=x._meta
     )
+    return cast("da.Array", checked)
 
 
 def group_tasks(
@@ -107,12 +109,12 @@ def group_tasks(
     the file.
     """
     n_groups, n_samples, _n_features = x.shape
-    feature_chunks = x.chunks[2]
-    if max(feature_chunks, default=0) > LAYER_CHUNK_FEATURES or x.chunks[0] != (1,) * n_groups:
-        feature_chunks = layer_chunks(x.shape)[2]  # type: ignore[assignment]
+    feature_chunks: tuple[int, ...] | int = x.chunks[2]
+    if max(x.chunks[2], default=0) > LAYER_CHUNK_FEATURES or x.chunks[0] != (1,) * n_groups:
+        feature_chunks = layer_chunks(x.shape)[2]
     x = x.rechunk((1, max(n_samples, 1), feature_chunks))
     blocks = x.to_delayed()
-    call = dask.delayed(func, pure=pure)
+    call = delayed(func, pure=pure)
     return [call(g, list(blocks[g, 0, :]), *args) for g in range(n_groups)]
 
 
@@ -127,4 +129,4 @@ def layer_digest_tasks(x: da.Array) -> list[Delayed]:
 
 def compute(*tasks: Any) -> tuple[Any, ...]:  # noqa: ANN401 (Dask collections of any kind)
     """Run graphs on the current Dask scheduler and return their results."""
-    return tuple(dask.compute(*tasks))
+    return tuple(dask_compute(*tasks))

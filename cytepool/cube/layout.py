@@ -9,8 +9,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+import numpy as np
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
+from zarr.codecs.bytes import Endian
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
+from zarr.core.metadata.v3 import ArrayV3Metadata
 
 from cytepool.cube.graph import LAYER_CHUNK_FEATURES
 from cytepool.errors import CubeMetadataError, CubeValueError
@@ -18,7 +21,6 @@ from cytepool.errors import CubeMetadataError, CubeValueError
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    import numpy as np
     import zarr
 
 __all__ = [
@@ -60,7 +62,7 @@ ZSTD_LEVEL: Final = 3
 _SAFE_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 
 
-def compressor(compression: Compression) -> GzipCodec | ZstdCodec | None:
+def compressor(compression: str | None) -> GzipCodec | ZstdCodec | None:
     """The Zarr codec after ``bytes`` for a compression name."""
     match compression:
         case "gzip":
@@ -89,9 +91,12 @@ def column_array_names(names: Sequence[str]) -> list[str]:
     return out
 
 
-def _codecs_ok(array: zarr.Array[Any]) -> bool:
-    codecs = array.metadata.codecs  # type: ignore[union-attr]
-    if not codecs or codecs[0] != BytesCodec(endian="little"):
+def _codecs_ok(meta: ArrayV3Metadata, itemsize: int) -> bool:
+    """``bytes`` (little endian; no endianness for one-byte types) then at most one compressor."""
+    codecs = meta.codecs
+    if not codecs or not isinstance(codecs[0], BytesCodec):
+        return False
+    if codecs[0].endian not in ((None, Endian.little) if itemsize == 1 else (Endian.little,)):
         return False
     rest = codecs[1:]
     return len(rest) == 0 or (len(rest) == 1 and isinstance(rest[0], GzipCodec | ZstdCodec))
@@ -117,27 +122,27 @@ def check_array(
             "write_cube or was changed - write it again from its source"
         )
 
-    if meta.zarr_format != 3:
+    if not isinstance(meta, ArrayV3Metadata):
         raise fail("zarr_format", 3, meta.zarr_format)
     if tuple(array.shape) != shape:
         raise fail("shape", shape, tuple(array.shape))
-    if not dtype(array.dtype):  # type: ignore[arg-type]
+    if not dtype(np.dtype(array.dtype)):
         raise fail("data_type", dtype_expected, array.dtype)
     if array.shards is not None or not chunks(tuple(array.chunks)):
         raise fail("chunk shape", chunks_expected, array.shards or array.chunks)
-    if not _codecs_ok(array):
+    if not _codecs_ok(meta, np.dtype(array.dtype).itemsize):
         raise fail(
             "codecs",
             "bytes (little endian) then gzip, zstd or nothing",
-            list(meta.codecs),  # type: ignore[union-attr]
+            list(meta.codecs),
         )
-    if tuple(meta.dimension_names or ()) != dimension_names:  # type: ignore[union-attr]
-        raise fail("dimension_names", list(dimension_names), meta.dimension_names)  # type: ignore[union-attr]
-    key_encoding = meta.chunk_key_encoding  # type: ignore[union-attr]
+    if tuple(meta.dimension_names or ()) != dimension_names:
+        raise fail("dimension_names", list(dimension_names), meta.dimension_names)
+    key_encoding = meta.chunk_key_encoding
     if not isinstance(key_encoding, DefaultChunkKeyEncoding) or key_encoding.separator != "/":
         raise fail("chunk_key_encoding", "default with separator '/'", key_encoding)
     if getattr(meta, "storage_transformers", ()):
-        raise fail("storage_transformers", "none", meta.storage_transformers)  # type: ignore[union-attr]
+        raise fail("storage_transformers", "none", meta.storage_transformers)
 
 
 def layer_chunks_ok(n_samples: int) -> Callable[[tuple[int, ...]], bool]:

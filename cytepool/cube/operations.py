@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import reduce
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask.array as da
 import numpy as np
@@ -27,7 +27,7 @@ _N_CELLS_AXIS: Final = {"samples": 0, "groups": 1}
 
 
 def _label_column(cube: Cube, axis: str) -> pd.Series:
-    table = getattr(cube, axis)
+    table: pd.DataFrame = getattr(cube, axis)
     return table.iloc[:, 0]
 
 
@@ -122,7 +122,7 @@ def _json_label(value: Any) -> Any:  # noqa: ANN401 (a table label)
     return value
 
 
-def combine(cube: Cube, *, axis: str, mapping: Mapping[Any, Any]) -> Cube:
+def combine(cube: Cube, *, axis: str, mapping: object) -> Cube:
     """See :meth:`Cube.combine`."""
     if axis not in _N_CELLS_AXIS:
         msg = f"combine: axis must be 'groups' or 'samples', found {axis!r}"
@@ -189,10 +189,10 @@ def _sum_members(x: da.Array, members: list[list[int]], *, dim: int) -> da.Array
     dtype = _sum_dtype(x.dtype)
 
     def take(i: int) -> da.Array:
-        return x[(slice(None),) * dim + (i,)].astype(dtype)
+        return cast("da.Array", x[(slice(None),) * dim + (i,)].astype(dtype))
 
     parts = [reduce(lambda a, b: a + b, (take(i) for i in m)) for m in members]
-    return da.stack(parts, axis=dim)
+    return cast("da.Array", da.stack(parts, axis=dim))
 
 
 def _replay_select(cube: Cube, parameters: Mapping[str, Any]) -> Cube:

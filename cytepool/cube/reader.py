@@ -252,17 +252,17 @@ def _read_table(
             array,
             where=w,
             shape=(n_rows,),
-            chunks=lambda c, n=n_rows: c == (max(n, 1),),
+            chunks=lambda c: c == (max(n_rows, 1),),
             chunks_expected=f"({n_rows},)",
-            dtype=lambda d: True,
+            dtype=lambda _: True,
             dtype_expected="",
             dimension_names=(DIMENSIONS[axis],),
         )
         try:
-            check_kind(kind, array.dtype, where=w)  # type: ignore[arg-type]
+            check_kind(kind, np.dtype(array.dtype), where=w)
         except CubeTableError as exc:
             raise CubeFormatError(str(exc)) from exc
-        levels = array.attrs.get("levels") if kind == "text" else None
+        levels: Any = array.attrs.get("levels") if kind == "text" else None
         if kind == "text" and (
             not isinstance(levels, list)
             or not all(isinstance(v, str) for v in levels)
@@ -387,7 +387,7 @@ def _pass(block: np.ndarray, _verified: str) -> np.ndarray:
     return block
 
 
-class _GroupVerifiedLayer(MaterializedLayer):  # type: ignore[misc]
+class _GroupVerifiedLayer(MaterializedLayer):
     """The blocks of a stored layer; culled to a group's blocks, it also checks that group's digest.
 
     Dask culls a graph to the keys a computation needs. When every block of a

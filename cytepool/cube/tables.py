@@ -83,12 +83,12 @@ def check_kind(kind: str, dtype: np.dtype, *, where: str) -> None:
         raise CubeTableError(msg)
 
 
-def encode_table(table: pd.DataFrame, *, axis: str) -> tuple[EncodedColumn, ...]:
+def encode_table(table: object, *, axis: str) -> tuple[EncodedColumn, ...]:
     """Encode every column of ``table`` (the ``axis`` table of a cube), in order."""
     if not isinstance(table, pd.DataFrame):
         msg = f"{axis} table: expected a pandas DataFrame, found {type(table).__name__}"
         raise CubeTableError(msg)
-    names = list(table.columns)
+    names: list[object] = list(table.columns)
     for name in names:
         if not isinstance(name, str):
             msg = (
@@ -97,13 +97,13 @@ def encode_table(table: pd.DataFrame, *, axis: str) -> tuple[EncodedColumn, ...]
             )
             raise CubeTableError(msg)
     if len(set(names)) != len(names):
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = sorted({str(n) for n in names if names.count(n) > 1})
         msg = f"{axis} table: column names must be unique, found duplicates {dupes}"
         raise CubeTableError(msg)
     if not names:
         msg = f"{axis} table has no columns; expected at least one (its first column labels rows)"
         raise CubeTableError(msg)
-    return tuple(encode_column(name, table[name], axis=axis) for name in names)
+    return tuple(encode_column(str(name), table[name], axis=axis) for name in names)
 
 
 def encode_column(name: str, column: pd.Series, *, axis: str) -> EncodedColumn:

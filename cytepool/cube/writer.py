@@ -30,12 +30,13 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from zarr.codecs import GzipCodec, ZstdCodec
+    from zarr.core.array_spec import ArrayConfigParams
 
     from cytepool.cube.cube import Cube
 
 __all__ = ["is_cube", "write_cube"]
 
-_ARRAY_CONFIG = {"write_empty_chunks": False}
+_ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": False}
 
 
 def is_cube(path: str | Path) -> bool:

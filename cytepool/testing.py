@@ -1,0 +1,122 @@
+"""A test kit for code that makes or reads cubes: example cubes, equality, a compute guard.
+
+Shipped with the package, as zarr's ``testing`` and anndata's test helpers are,
+so exporters can test their cubes the way CytePool tests its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import dask
+import numpy as np
+import pandas as pd
+from dask.local import get_sync
+
+from cytepool import Cube
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
+    from dask.typing import Key
+
+__all__ = ["assert_cube_equal", "every_kind_table", "example_cube", "raise_if_dask_computes"]
+
+
+@contextlib.contextmanager
+def raise_if_dask_computes(max_computes: int = 0) -> Iterator[None]:
+    """Fail if more than ``max_computes`` Dask computations run inside the block (as xarray's)."""
+    count = 0
+
+    def scheduler(dsk: Mapping[Any, Any], keys: Sequence[Key], **kwargs: object) -> object:
+        nonlocal count
+        count += 1
+        if count > max_computes:
+            msg = f"Too many computes: {count} > {max_computes}"
+            raise RuntimeError(msg)
+        return get_sync(dsk, keys, **kwargs)
+
+    with dask.config.set(scheduler=scheduler):
+        yield
+
+
+def every_kind_table(n: int, *, seed: int = 0) -> pd.DataFrame:
+    """A table with one column of every kind, including missing and non-ASCII text."""
+    rng = np.random.default_rng(seed)
+    text = [f"sample-{i}-é" if i % 3 else None for i in range(n)]
+    text[0] = "ü∂ ☃"
+    return pd.DataFrame(
+        {
+            "label": [f"s{i}" for i in range(n)],
+            "text": pd.Series(text, dtype="str"),
+            "category": pd.Categorical(rng.choice(["b", "a", "c"], n)),
+            "flag": rng.random(n) < 0.5,
+            "i8": rng.integers(-100, 100, n).astype(np.int8),
+            "u16": rng.integers(0, 60000, n).astype(np.uint16),
+            "u32": rng.integers(0, 2**32 - 1, n, dtype=np.uint64).astype(np.uint32),
+            "i64": rng.integers(-(2**40), 2**40, n),
+            "f32": rng.normal(size=n).astype(np.float32),
+            "f64": np.where(np.arange(n) % 4 == 1, np.nan, rng.normal(size=n)),
+            "when_ns": pd.to_datetime(rng.integers(0, 2**40, n), unit="ns").values.astype(
+                "datetime64[ns]"
+            ),
+            "when_s": np.array(
+                ["2024-01-02T03:04:05", "NaT"] * (n // 2) + ["1970-01-01"] * (n % 2),
+                dtype="datetime64[s]",
+            ),
+            "duration": pd.to_timedelta(rng.integers(0, 10**6, n), unit="ms"),
+        }
+    )
+
+
+def example_cube(
+    n_groups: int = 3,
+    n_samples: int = 4,
+    n_features: int = 50,
+    *,
+    seed: int = 0,
+    bulk: bool = False,
+    float_layers: bool = True,
+) -> Cube:
+    """A cube with counts, detected and (by default) float layers from a seeded generator."""
+    rng = np.random.default_rng(seed)
+    shape = (n_groups, n_samples, n_features)
+    counts = rng.poisson(2.0, size=shape).astype(np.int32)
+    layers: dict[str, Any] = {"counts": counts, "detected": np.minimum(counts, 3).astype(np.uint16)}
+    if float_layers:
+        layers["log_sum"] = np.log1p(counts * rng.random(shape))
+        layers["linear_sum"] = (counts * 1.5).astype(np.float32)
+    return Cube(
+        samples=pd.DataFrame(
+            {
+                "sample": [f"S{i}" for i in range(n_samples)],
+                "donor": [f"D{i // 2}" for i in range(n_samples)],
+            }
+        ),
+        groups=pd.DataFrame({"group": [f"G{i}" for i in range(n_groups)]}),
+        features=pd.DataFrame({"feature_id": [f"F{i}" for i in range(n_features)]}),
+        layers=layers,
+        n_cells=None if bulk else rng.integers(1, 100, size=(n_samples, n_groups)),
+        normalization=None if bulk else {"method": "library_size", "target_sum": 10000},
+        source={"tool": "tests", "seed": seed},
+    )
+
+
+def assert_cube_equal(actual: Cube, expected: Cube) -> None:
+    """Assert two cubes hold the same tables, layers, cell numbers and normalization."""
+    assert actual.shape == expected.shape
+    for axis in ("samples", "groups", "features"):
+        pairs = zip(actual.encoded_table(axis), expected.encoded_table(axis), strict=True)
+        for got, want in pairs:
+            assert (got.name, got.kind, got.levels) == (want.name, want.kind, want.levels)
+            assert got.values.dtype == want.values.dtype, (axis, got.name)
+            np.testing.assert_array_equal(got.values, want.values)
+    assert sorted(actual.layers) == sorted(expected.layers)
+    for name, layer in expected.layers.items():
+        np.testing.assert_array_equal(np.asarray(actual.layers[name]), np.asarray(layer))
+    if expected.n_cells is None:
+        assert actual.n_cells is None
+    else:
+        np.testing.assert_array_equal(actual.n_cells, expected.n_cells)
+    assert actual.normalization == expected.normalization
