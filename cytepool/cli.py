@@ -1,7 +1,8 @@
 """The ``cytepool`` command line: inspect, verify, history and demo.
 
-Exit codes: 0 success, 1 a cube failed verification, 2 usage errors, 3 the
-path is not a readable cube.
+Exit codes: 0 success; 1 a cube failed verification (a value, digest, chunk,
+metadata or provenance link differs); 2 usage errors; 3 no cube at the path
+(and, for commands other than ``verify``, a cube that cannot be read).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from cytepool.cube.cube import Cube, package_version
 from cytepool.cube.provenance import describe_provenance, verify_chain
 from cytepool.cube.reader import read_cube
 from cytepool.cube.writer import write_cube
-from cytepool.errors import CubeDigestError, CubeError
+from cytepool.errors import CubeError, CubeNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -81,12 +82,12 @@ def _verify(args: argparse.Namespace) -> int:
         cube = read_cube(args.path)
         fingerprint = cube.verify_fingerprint()
         chain = verify_chain(cube, [read_cube(p) for p in args.chain]) if args.chain else None
-    except CubeDigestError as exc:
+    except CubeNotFoundError as exc:
         _report(args, ok=False, error=exc)
-        return EXIT_MISMATCH
+        return EXIT_UNREADABLE
     except CubeError as exc:
         _report(args, ok=False, error=exc)
-        return EXIT_MISMATCH if args.chain else EXIT_UNREADABLE
+        return EXIT_MISMATCH
     _report(args, ok=True, fingerprint=fingerprint, chain=chain)
     return EXIT_OK
 

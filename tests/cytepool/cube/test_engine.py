@@ -1,0 +1,128 @@
+"""The engine rule: the same fingerprints on the threaded scheduler, a LocalCluster and a scheduler address."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import pytest
+from distributed import Client, LocalCluster
+
+from cytepool import read_cube, write_cube
+from cytepool.testing import example_cube
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from cytepool import Cube
+
+
+def _roundtrip(cube: Cube, path: Path) -> tuple[str, str, str]:
+    """Fingerprint computed, written and re-verified from the file."""
+    computed = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7).fingerprint
+    write_cube(cube, path, compression="zstd")
+    again = read_cube(path)
+    return computed, again.fingerprint, again.verify_fingerprint()
+
+
+@pytest.fixture(scope="module")
+def threaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+    cube = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7)
+    return _roundtrip(cube, tmp_path_factory.mktemp("threaded") / "c.cube.zarr")
+
+
+def test_local_cluster_of_two_processes(tmp_path: Path, threaded: tuple[str, str, str]) -> None:
+    """Two worker processes compute, write and verify the threaded scheduler's fingerprints."""
+    with (
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
+        Client(cluster),
+    ):
+        cube = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7)
+        assert _roundtrip(cube, tmp_path / "c.cube.zarr") == threaded
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def scheduler_address(tmp_path: Path) -> Iterator[str]:
+    """A dask scheduler and two workers started as separate processes on 127.0.0.1."""
+    port = _free_port()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                f"127.0.0.1:{_free_port()}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    ]
+    address = f"tcp://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.2)
+    procs.append(
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "distributed.cli.dask_worker",
+                address,
+                "--nworkers",
+                "2",
+                "--nthreads",
+                "1",
+                "--memory-limit",
+                "1GiB",
+                "--local-directory",
+                str(tmp_path / "workers"),
+                "--no-dashboard",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    )
+    try:
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_external_scheduler(
+    tmp_path: Path, scheduler_address: str, threaded: tuple[str, str, str]
+) -> None:
+    """A scheduler and workers in other processes give the same fingerprints."""
+    with Client(scheduler_address, timeout=30) as client:
+        client.wait_for_workers(2, timeout=30)
+        cube = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7)
+        assert _roundtrip(cube, tmp_path / "c.cube.zarr") == threaded

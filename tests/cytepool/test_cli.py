@@ -1,0 +1,102 @@
+"""The cytepool command line: inspect, verify, history, demo; JSON output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from cytepool import read_cube, write_cube
+from cytepool.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+    from cytepool import Cube
+
+
+def test_inspect_json(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect --json gives shape, tables with kinds, layers, fingerprint and provenance."""
+    path = write_cube(cube, tmp_path / "c.cube.zarr")
+    assert main(["inspect", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["shape"] == {"groups": 3, "samples": 4, "features": 50}
+    assert info["fingerprint"] == cube.fingerprint
+    assert info["tables"]["samples"] == [
+        {"name": "sample", "kind": "text"},
+        {"name": "donor", "kind": "text"},
+    ]
+    assert info["layers"]["counts"] == "int32"
+    assert info["provenance"]["source"] == {"tool": "tests", "seed": 0}
+
+
+def test_inspect_text(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
+    """inspect prints the shape, the fingerprint and the provenance in words."""
+    path = write_cube(cube.select(groups=["G1"]), tmp_path / "c.cube.zarr")
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 groups x 4 samples x 50 features" in out
+    assert "1. select: kept 1 groups (positions 1)" in out
+
+
+def test_verify_exit_codes(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
+    """verify exits 0 when all matches, 1 naming the first mismatch, 3 for no cube."""
+    path = write_cube(cube, tmp_path / "c.cube.zarr", compression=None)
+    assert main(["verify", str(path)]) == 0
+    assert cube.fingerprint in capsys.readouterr().out
+    chunk = path / "layers" / "counts" / "c" / "2" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[5] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    assert main(["verify", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert report["error"]["type"] == "FingerprintMismatchError"
+    assert "layer 'counts', group 2" in report["error"]["message"]
+    assert main(["verify", str(tmp_path / "nothing.cube.zarr")]) == 3
+
+
+def test_verify_chain_and_history(
+    tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify --chain replays the provenance from input files; history prints it."""
+    source = write_cube(cube, tmp_path / "a.cube.zarr")
+    derived = write_cube(
+        read_cube(source).combine(axis="samples", mapping={"S1": "S0"}), tmp_path / "b.cube.zarr"
+    )
+    assert main(["verify", str(derived), "--chain", str(source)]) == 0
+    assert "chain of 1 operations" in capsys.readouterr().out
+    assert main(["history", str(derived)]) == 0
+    assert "combine samples" in capsys.readouterr().out
+
+
+def test_console_script_demo(tmp_path: Path) -> None:
+    """The installed `cytepool demo` writes two cubes that verify as a chain."""
+    out = tmp_path / "demo"
+    run = subprocess.run(
+        [sys.executable, "-m", "cytepool.cli", "demo", "-o", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "demo.cube.zarr" in run.stdout
+    verify = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cytepool.cli",
+            "verify",
+            str(out / "demo-T.cube.zarr"),
+            "--chain",
+            str(out / "demo.cube.zarr"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert verify.returncode == 0, verify.stderr
+    assert json.loads(verify.stdout)["ok"] is True
