@@ -80,7 +80,7 @@ def _inspect(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     try:
         cube = read_cube(args.path)
-        fingerprint = cube.verify_fingerprint()
+        fingerprint = cube.verify_fingerprint(progress=args.progress)
         chain = verify_chain(cube, [read_cube(p) for p in args.chain]) if args.chain else None
     except CubeNotFoundError as exc:
         _report(args, ok=False, error=exc)
@@ -155,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also replay the provenance chain from these input cubes",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(run=_verify)
     p = sub.add_parser("history", help="the provenance of a cube in plain words")
     p.add_argument("path")

@@ -89,9 +89,17 @@ def publish(tmp: Path, target: Path, *, replace: bool) -> None:
         tmp.rename(target)
         return
     if _renameat2(tmp, target, _RENAME_EXCHANGE):
-        shutil.rmtree(tmp)
+        _remove(tmp)
         return
     old = hidden_sibling(target)
     target.rename(old)
     tmp.rename(target)
-    shutil.rmtree(old)
+    _remove(old)
+
+
+def _remove(path: Path) -> None:
+    """Delete a replaced entry: a symlink itself (not what it points to), or a tree."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path)

@@ -103,6 +103,7 @@ class Cube:
         "_digests",
         "_encoded",
         "_layers",
+        "_location",
         "_n_cells",
         "_normalization",
         "_operations",
@@ -144,6 +145,7 @@ class Cube:
         }
         self._operations: list[dict[str, Any]] = []
         self._digests: Digests | None = None
+        self._location: str | None = None
 
     @classmethod
     def _assemble(
@@ -157,6 +159,7 @@ class Cube:
         operations: Sequence[Mapping[str, Any]],
         digests: Digests | None = None,
         digest_sources: Mapping[str, da.Array] | None = None,
+        location: str | None = None,
     ) -> Cube:
         """A cube with a given provenance and, when known, digests (for readers and operations)."""
         cube = cls(
@@ -171,6 +174,7 @@ class Cube:
         cube._operations = copy.deepcopy([dict(op) for op in operations])
         cube._digests = digests
         cube._digest_sources = digest_sources
+        cube._location = location
         return cube
 
     # -- values ---------------------------------------------------------------
@@ -256,13 +260,13 @@ class Cube:
         if self._digests is None:
             self._digests = digests
 
-    def _compute_digests(self) -> Digests:
+    def _compute_digests(self, *, progress: bool = False) -> Digests:
         sources = self._digest_sources or {
             n: graph.as_layer_array(x) for n, x in self._layers.items()
         }
         names = sorted(sources)
         tasks = [graph.layer_digest_tasks(sources[n]) for n in names]
-        results = graph.compute(*tasks)
+        results = graph.compute(*tasks, progress=progress)
         layers = {
             n: LayerDigests(type=layer_type_word(self._layers[n].dtype), groups=tuple(r))
             for n, r in zip(names, results, strict=True)
@@ -285,8 +289,13 @@ class Cube:
             layers=dict(layers),
         )
 
-    def verify_fingerprint(self) -> str:
+    def verify_fingerprint(self, *, progress: bool = False) -> str:
         """Recompute every digest from the values and compare; return the fingerprint.
+
+        Parameters
+        ----------
+        progress
+            Show a progress bar while the layers are read.
 
         Raises
         ------
@@ -294,18 +303,19 @@ class Cube:
             On the first digest that differs, in manifest order, naming it.
         """
         expected = self._known_digests()
-        found = self._compute_digests()
+        found = self._compute_digests(progress=progress)
+        where = f"{self._location}: " if self._location else ""
         for key in ("samples", "groups", "features", "n_cells", "normalization"):
-            if getattr(expected, key) != getattr(found, key):
-                raise FingerprintMismatchError(
-                    f"{key}: expected {getattr(expected, key)}, computed {getattr(found, key)}"
-                )
+            want, got = getattr(expected, key), getattr(found, key)
+            if want != got:
+                msg = f"{where}{key}: expected {want}, computed {got}"
+                raise FingerprintMismatchError(msg)
         for name in sorted(expected.layers):
             pairs = zip(expected.layers[name].groups, found.layers[name].groups, strict=True)
             for g, (want, got) in enumerate(pairs):
                 if want != got:
                     label = self._tables["groups"].iloc[g, 0]
-                    msg = f"layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}"
+                    msg = f"{where}layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}"
                     raise FingerprintMismatchError(msg)
         return self.fingerprint
 

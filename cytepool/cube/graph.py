@@ -9,12 +9,20 @@ active :class:`distributed.Client`.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, cast
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.base import compute as dask_compute
 from dask.delayed import delayed
+from dask.diagnostics.progress import ProgressBar
+from distributed import default_client, wait
+from distributed import progress as cluster_progress
 
 from cytepool.cube.encoding import hash_rows
 from cytepool.errors import NegativeValueError, NonFiniteValueError
@@ -23,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from dask.delayed import Delayed
+    from distributed import Client
 
 __all__ = [
     "LAYER_CHUNK_FEATURES",
@@ -127,6 +136,43 @@ def layer_digest_tasks(x: da.Array) -> list[Delayed]:
     return group_tasks(x, _digest_group)
 
 
-def compute(*tasks: Any) -> tuple[Any, ...]:  # noqa: ANN401 (Dask collections of any kind)
-    """Run graphs on the current Dask scheduler and return their results."""
-    return tuple(dask_compute(*tasks))
+def _cluster_client() -> Client | None:
+    """The distributed client Dask would use now, if any."""
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return None
+    try:
+        return cast("Client", default_client())
+    except ValueError:
+        return None
+
+
+def compute(*tasks: Any, progress: bool = False) -> tuple[Any, ...]:  # noqa: ANN401
+    """Run graphs on the current Dask scheduler and return their results.
+
+    Whether the graphs succeed or fail, no task is still running when this
+    returns, so a caller that cleans up after a failure (a writer removing its
+    staging directory) never races a task still writing into it. On a
+    distributed client every task is awaited; on the threaded scheduler the
+    pool is owned here and shut down, cancelling what has not started.
+
+    With ``progress``, a bar is shown: distributed's for a cluster client, else
+    Dask's local progress bar on standard error.
+    """
+    client = _cluster_client()
+    if client is not None:
+        futures = client.compute(list(tasks))
+        if progress:
+            cluster_progress(futures)
+        wait(futures)
+        return tuple(client.gather(futures))
+    bar = ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext()
+    if dask.config.get("scheduler", None) not in (None, "threads", "threading"):
+        with bar:
+            return tuple(dask_compute(*tasks))
+    n_threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
+    pool = ThreadPoolExecutor(n_threads)
+    try:
+        with bar:
+            return tuple(dask_compute(*tasks, scheduler="threads", pool=pool))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -130,6 +130,8 @@ def check_array(
         raise fail("data_type", dtype_expected, array.dtype)
     if array.shards is not None or not chunks(tuple(array.chunks)):
         raise fail("chunk shape", chunks_expected, array.shards or array.chunks)
+    if not bool(np.asarray(meta.fill_value) == 0):
+        raise fail("fill_value", 0, meta.fill_value)
     if not _codecs_ok(meta, np.dtype(array.dtype).itemsize):
         raise fail(
             "codecs",

@@ -121,6 +121,7 @@ def read_cube(path: str | Path) -> Cube:
             operations=provenance["operations"],
             digests=digests,
             digest_sources=raw,
+            location=str(root_path),
         )
     except CubeError as exc:
         msg = f"{root_path}: the stored values do not make a valid cube: {exc}"
@@ -130,7 +131,7 @@ def read_cube(path: str | Path) -> Cube:
 def _open_group(path: Path) -> zarr.Group:
     try:
         node = zarr.open(store=LocalStore(path, read_only=True), mode="r", zarr_format=3)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         msg = f"{path}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
         raise CubeFormatError(msg) from exc
     if not isinstance(node, zarr.Group):
@@ -234,10 +235,16 @@ def _read_table(
     if len(columns) != len(arrays) or len(set(columns)) != len(columns):
         msg = f"{where}: attributes 'columns' and 'arrays' of {axis!r} disagree: {columns} vs {arrays}"
         raise CubeFormatError(msg)
-    group = root[axis]
+    try:
+        group = root[axis]
+        listed = sorted(group.array_keys()) if isinstance(group, zarr.Group) else []
+    except (KeyError, OSError, ValueError, TypeError, AttributeError) as exc:
+        msg = (
+            f"{where}/{axis}: the table group or one of its arrays is missing or unreadable ({exc})"
+        )
+        raise CubeFormatError(msg) from exc
     if not isinstance(group, zarr.Group):
         raise CubeFormatError(f"{where}/{axis}: expected a group of table columns")
-    listed = sorted(group.array_keys())
     if listed != sorted(arrays):
         msg = f"{where}/{axis}: expected exactly the arrays {sorted(arrays)}, found {listed}"
         raise CubeFormatError(msg)

@@ -55,6 +55,7 @@ def write_cube(
     *,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    progress: bool = False,
 ) -> Path:
     """Write ``cube`` to ``path`` (by convention ``<name>.cube.zarr``), atomically.
 
@@ -74,6 +75,8 @@ def write_cube(
     overwrite
         Replace an existing cube at ``path``. Anything that is not a cube is
         never replaced.
+    progress
+        Show a progress bar while the layers are written.
 
     Returns
     -------
@@ -127,7 +130,7 @@ def write_cube(
                 dimension_names=("sample", "group"),
                 chunks=None,
             )
-        digests = cube.static_digests(_write_layers(root, cube, codec))
+        digests = cube.static_digests(_write_layers(root, cube, codec, progress=progress))
         claimed = cube._digests
         if claimed is not None and claimed != digests:
             msg = (
@@ -218,7 +221,7 @@ def _write_group(
 
 
 def _write_layers(
-    root: zarr.Group, cube: Cube, codec: GzipCodec | ZstdCodec | None
+    root: zarr.Group, cube: Cube, codec: GzipCodec | ZstdCodec | None, *, progress: bool
 ) -> dict[str, LayerDigests]:
     group = root.create_group("layers")
     chunks = graph.layer_chunks(cube.shape)
@@ -239,7 +242,7 @@ def _write_layers(
         )
         starts = np.cumsum((0, *x.chunks[2][:-1])).tolist()
         tasks.append(graph.group_tasks(x, _write_group, array, starts, pure=False))
-    results = graph.compute(*tasks)
+    results = graph.compute(*tasks, progress=progress)
     return {
         name: LayerDigests(type=layer_type_word(cube.layers[name].dtype), groups=tuple(r))
         for name, r in zip(names, results, strict=True)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def test_inspect_json(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
-    """inspect --json gives shape, tables with kinds, layers, fingerprint and provenance."""
+    """Inspect --json gives shape, tables with kinds, layers, fingerprint and provenance."""
     path = write_cube(cube, tmp_path / "c.cube.zarr")
     assert main(["inspect", str(path), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -34,7 +34,7 @@ def test_inspect_json(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[
 
 
 def test_inspect_text(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
-    """inspect prints the shape, the fingerprint and the provenance in words."""
+    """Inspect prints the shape, the fingerprint and the provenance in words."""
     path = write_cube(cube.select(groups=["G1"]), tmp_path / "c.cube.zarr")
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
@@ -43,7 +43,7 @@ def test_inspect_text(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[
 
 
 def test_verify_exit_codes(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]) -> None:
-    """verify exits 0 when all matches, 1 naming the first mismatch, 3 for no cube."""
+    """Verify exits 0 when all matches, 1 naming the first mismatch, 3 for no cube."""
     path = write_cube(cube, tmp_path / "c.cube.zarr", compression=None)
     assert main(["verify", str(path)]) == 0
     assert cube.fingerprint in capsys.readouterr().out
@@ -62,7 +62,7 @@ def test_verify_exit_codes(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFix
 def test_verify_chain_and_history(
     tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """verify --chain replays the provenance from input files; history prints it."""
+    """Verify --chain replays the provenance from input files; history prints it."""
     source = write_cube(cube, tmp_path / "a.cube.zarr")
     derived = write_cube(
         read_cube(source).combine(axis="samples", mapping={"S1": "S0"}), tmp_path / "b.cube.zarr"

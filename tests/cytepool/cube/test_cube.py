@@ -40,20 +40,44 @@ def _parts(**changes: Any) -> dict[str, Any]:
     ("changes", "error", "match"),
     [
         ({"layers": {"detected": np.zeros((2, 3, 4))}}, CubeShapeError, "'counts'"),
-        ({"layers": {"counts": np.zeros((2, 3, 5), int)}}, CubeShapeError, r"expected shape .* \(2, 3, 4\)"),
+        (
+            {"layers": {"counts": np.zeros((2, 3, 5), int)}},
+            CubeShapeError,
+            r"expected shape .* \(2, 3, 4\)",
+        ),
         ({"layers": {"counts": np.zeros((2, 3, 4), "U1")}}, CubeValueError, "dtype"),
         ({"layers": {"counts": -np.ones((2, 3, 4), int)}}, NegativeValueError, "negative"),
-        ({"layers": {"counts": np.ones((2, 3, 4)), "x": np.full((2, 3, 4), np.inf)}}, NonFiniteValueError, "inf"),
-        ({"layers": {"counts": np.ones((2, 3, 4)), "a/b": np.ones((2, 3, 4))}}, CubeValueError, "layer name"),
+        (
+            {"layers": {"counts": np.ones((2, 3, 4)), "x": np.full((2, 3, 4), np.inf)}},
+            NonFiniteValueError,
+            "inf",
+        ),
+        (
+            {"layers": {"counts": np.ones((2, 3, 4)), "a/b": np.ones((2, 3, 4))}},
+            CubeValueError,
+            "layer name",
+        ),
         ({"n_cells": np.ones((2, 3), int)}, CubeShapeError, "n_cells"),
         ({"n_cells": np.ones((3, 2))}, CubeValueError, "integers"),
         ({"n_cells": -np.ones((3, 2), int)}, NegativeValueError, "n_cells"),
         ({"samples": pd.DataFrame({"s": ["a", "b"]})}, CubeShapeError, "shape"),
         ({"samples": pd.DataFrame({"s": ["a", 1, "c"]})}, CubeTableError, "strings"),
-        ({"samples": pd.DataFrame({0: ["a", "b", "c"]})}, CubeTableError, "column names must be strings"),
+        (
+            {"samples": pd.DataFrame({0: ["a", "b", "c"]})},
+            CubeTableError,
+            "column names must be strings",
+        ),
         ({"samples": pd.DataFrame(index=range(3))}, CubeTableError, "no columns"),
-        ({"samples": pd.DataFrame({"s": pd.array([1, None, 3], dtype="Int64")})}, CubeTableError, "missing"),
-        ({"samples": pd.DataFrame({"t": pd.date_range("2020", periods=3, tz="UTC")})}, CubeTableError, "time zone"),
+        (
+            {"samples": pd.DataFrame({"s": pd.array([1, None, 3], dtype="Int64")})},
+            CubeTableError,
+            "missing",
+        ),
+        (
+            {"samples": pd.DataFrame({"t": pd.date_range("2020", periods=3, tz="UTC")})},
+            CubeTableError,
+            "time zone",
+        ),
         ({"normalization": {"x": float("nan")}}, CubeValueError, "normalization"),
         ({"normalization": [1, 2]}, CubeValueError, "JSON object"),
         ({"source": {"x": object()}}, CubeValueError, "source"),
@@ -71,7 +95,14 @@ def test_dask_layers_are_checked_when_computed() -> None:
     bad = np.ones((2, 3, 4))
     bad[1, 2, 3] = np.nan
     with raise_if_dask_computes():
-        cube = Cube(**_parts(layers={"counts": np.ones((2, 3, 4), int), "log_sum": da.from_array(bad, chunks=(1, 3, 2))}))
+        cube = Cube(
+            **_parts(
+                layers={
+                    "counts": np.ones((2, 3, 4), int),
+                    "log_sum": da.from_array(bad, chunks=(1, 3, 2)),
+                }
+            )
+        )
     with pytest.raises(NonFiniteValueError, match=r"\(1, 2, 3\)"):
         _ = cube.fingerprint
 
@@ -99,7 +130,7 @@ def test_cube_is_immutable_from_outside() -> None:
         cube.layers["counts"] = np.zeros(cube.shape)  # type: ignore[index]
     with pytest.raises(ValueError, match="read-only"):
         cube.layers["counts"][0, 0, 0] = 7  # type: ignore[index]
-    assert cube._compute_digests() == cube._known_digests()  # noqa: SLF001
+    assert cube._compute_digests() == cube._known_digests()
     assert cube.fingerprint == before
 
 

@@ -6,8 +6,7 @@ import hashlib
 import json
 import math
 import struct
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
@@ -19,6 +18,9 @@ from hypothesis.extra import numpy as hnp
 
 from cytepool import Cube, read_cube, write_cube
 from cytepool.testing import every_kind_table, example_cube
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _u64(n: int) -> bytes:
@@ -49,7 +51,10 @@ def _ref_value(kind: str, value: Any) -> bytes:  # noqa: PLR0911
     if pd.isna(value):
         return struct.pack("<q", -(2**63))
     unit = kind.split("[")[1].rstrip("]")
-    return struct.pack("<q", int(np.asarray(value).astype(f"{kind.split('[')[0]}[{unit}]").view(np.int64)))
+    return struct.pack(
+        "<q",
+        int(np.asarray(value).astype(f"{kind.split('[', maxsplit=1)[0]}[{unit}]").view(np.int64)),
+    )
 
 
 def _ref_kind(series: pd.Series) -> str:
@@ -78,7 +83,9 @@ def _ref_table(table: pd.DataFrame) -> str:
 
 def _ref_layer_group(values: np.ndarray) -> str:
     if values.dtype.kind == "f":
-        data = b"".join(struct.pack("<d", 0.0 if v == 0 else float(v)) for v in values.ravel(order="C"))
+        data = b"".join(
+            struct.pack("<d", 0.0 if v == 0 else float(v)) for v in values.ravel(order="C")
+        )
     else:
         data = b"".join(struct.pack("<q", int(v)) for v in values.ravel(order="C"))
     return "sha256:" + hashlib.sha256(data).hexdigest()
@@ -99,14 +106,19 @@ def reference_fingerprint(cube: Cube) -> str:
         + (
             "none"
             if n_cells is None
-            else "sha256:" + hashlib.sha256(b"".join(struct.pack("<q", int(v)) for v in n_cells.ravel())).hexdigest()
+            else "sha256:"
+            + hashlib.sha256(
+                b"".join(struct.pack("<q", int(v)) for v in n_cells.ravel())
+            ).hexdigest()
         ),
         "normalization "
         + (
             "none"
             if norm is None
             else "sha256:"
-            + hashlib.sha256(json.dumps(norm, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+            + hashlib.sha256(
+                json.dumps(norm, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+            ).hexdigest()
         ),
     ]
     for name in sorted(cube.layers):
@@ -178,28 +190,41 @@ def layer_pairs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     shape = draw(shapes)
     counts = draw(hnp.arrays(np.uint8, shape, elements=st.integers(0, 255)))
     floats = draw(
-        hnp.arrays(np.float64, shape, elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False))
+        hnp.arrays(
+            np.float64, shape, elements=st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
+        )
     )
     return counts, floats
 
 
-@given(pair=layer_pairs(), width=st.sampled_from([np.uint8, np.uint16, np.int32, np.int64, np.uint64]))
-def test_fingerprint_ignores_integer_width(pair: tuple[np.ndarray, np.ndarray], width: type) -> None:
+@given(
+    pair=layer_pairs(), width=st.sampled_from([np.uint8, np.uint16, np.int32, np.int64, np.uint64])
+)
+def test_fingerprint_ignores_integer_width(
+    pair: tuple[np.ndarray, np.ndarray], width: type
+) -> None:
     """The same integer values give the same fingerprint in any integer dtype."""
     counts, floats = pair
-    assert _cube_from(counts, floats).fingerprint == _cube_from(counts.astype(width), floats).fingerprint
+    assert (
+        _cube_from(counts, floats).fingerprint
+        == _cube_from(counts.astype(width), floats).fingerprint
+    )
 
 
 @given(pair=layer_pairs(), chunk=st.integers(1, 9))
 def test_fingerprint_ignores_chunking(pair: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
     """Dask layers of any chunking give the numpy fingerprint."""
     counts, floats = pair
-    lazy = _cube_from(da.from_array(counts, chunks=(1, 2, chunk)), da.from_array(floats, chunks=(2, 1, chunk)))  # type: ignore[arg-type]
+    lazy = _cube_from(
+        da.from_array(counts, chunks=(1, 2, chunk)), da.from_array(floats, chunks=(2, 1, chunk))
+    )  # type: ignore[arg-type]
     assert lazy.fingerprint == _cube_from(counts, floats).fingerprint
 
 
 @given(pair=layer_pairs(), data=st.data())
-def test_any_single_value_change_changes_fingerprint(pair: tuple[np.ndarray, np.ndarray], data: st.DataObject) -> None:
+def test_any_single_value_change_changes_fingerprint(
+    pair: tuple[np.ndarray, np.ndarray], data: st.DataObject
+) -> None:
     """Changing one layer value, one label or the cell numbers changes the fingerprint."""
     counts, floats = pair
     before = _cube_from(counts, floats).fingerprint
@@ -214,7 +239,10 @@ def test_any_single_value_change_changes_fingerprint(pair: tuple[np.ndarray, np.
     samples = relabel.samples
     samples.loc[0, "sample"] = "other"
     renamed = Cube(
-        samples=samples, groups=relabel.groups, features=relabel.features, layers=dict(relabel.layers),
+        samples=samples,
+        groups=relabel.groups,
+        features=relabel.features,
+        layers=dict(relabel.layers),
         n_cells=relabel.n_cells,
     )
     assert renamed.fingerprint != before
@@ -225,8 +253,12 @@ def test_named_changes_change_fingerprint(change: str) -> None:
     """Layer names, column names, normalization keys and cell numbers are part of identity."""
     cube = example_cube()
     parts: dict[str, Any] = {
-        "samples": cube.samples, "groups": cube.groups, "features": cube.features,
-        "layers": dict(cube.layers), "n_cells": cube.n_cells, "normalization": cube.normalization,
+        "samples": cube.samples,
+        "groups": cube.groups,
+        "features": cube.features,
+        "layers": dict(cube.layers),
+        "n_cells": cube.n_cells,
+        "normalization": cube.normalization,
     }
     if change == "layer name":
         parts["layers"]["log_sum_2"] = parts["layers"].pop("log_sum")
@@ -240,7 +272,11 @@ def test_named_changes_change_fingerprint(change: str) -> None:
 
 
 @given(pair=layer_pairs(), compression=st.sampled_from(["gzip", "zstd", None]))
-def test_fingerprint_ignores_compression(pair: tuple[np.ndarray, np.ndarray], compression: str | None, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_fingerprint_ignores_compression(
+    pair: tuple[np.ndarray, np.ndarray],
+    compression: str | None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """A written and re-read cube has the same fingerprint whatever the compression."""
     counts, floats = pair
     cube = _cube_from(counts, floats)
@@ -258,4 +294,6 @@ def test_digests_have_the_stored_form(cube: Cube) -> None:
     assert digests["layers"]["counts"]["type"] == "int64"
     assert digests["layers"]["log_sum"]["type"] == "float64"
     assert len(digests["layers"]["counts"]["groups"]) == cube.shape[0]
-    assert all(d.startswith("sha256:") and len(d) == 71 for d in digests["layers"]["counts"]["groups"])
+    assert all(
+        d.startswith("sha256:") and len(d) == 71 for d in digests["layers"]["counts"]["groups"]
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dask.array as da
 import numpy as np
@@ -18,6 +18,9 @@ from cytepool.testing import (
     example_cube,
     raise_if_dask_computes,
 )
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _kinds_cube() -> Cube:
@@ -63,7 +66,10 @@ def test_levels_in_order_of_first_appearance(tmp_path: Path) -> None:
     cube = example_cube(n_groups=1, n_samples=4, n_features=3)
     samples = pd.DataFrame({"sample": ["b", None, "a", "b"]})
     cube = Cube(
-        samples=samples, groups=cube.groups, features=cube.features, layers={"counts": np.ones((1, 4, 3), np.int64)}
+        samples=samples,
+        groups=cube.groups,
+        features=cube.features,
+        layers={"counts": np.ones((1, 4, 3), np.int64)},
     )
     path = write_cube(cube, tmp_path / "levels.cube.zarr")
     root = zarr.open_group(path, mode="r")
@@ -98,7 +104,9 @@ def test_layers_are_lazy_and_chunked_as_stored(tmp_path: Path) -> None:
     assert isinstance(counts, da.Array)
     assert isinstance(subset, da.Array)
     assert counts.chunks == ((1, 1), (3,), (4096, 4096, 808))
-    np.testing.assert_array_equal(counts[1, :, 5000:5010].compute(), cube.layers["counts"][1, :, 5000:5010])
+    np.testing.assert_array_equal(
+        counts[1, :, 5000:5010].compute(), cube.layers["counts"][1, :, 5000:5010]
+    )
 
 
 def test_dask_layers_are_written_without_loading_whole(tmp_path: Path) -> None:
@@ -108,7 +116,9 @@ def test_dask_layers_are_written_without_loading_whole(tmp_path: Path) -> None:
         samples=cube.samples,
         groups=cube.groups,
         features=cube.features,
-        layers={n: da.from_array(np.asarray(x), chunks=(2, 5, 1000)) for n, x in cube.layers.items()},
+        layers={
+            n: da.from_array(np.asarray(x), chunks=(2, 5, 1000)) for n, x in cube.layers.items()
+        },
         n_cells=cube.n_cells,
         normalization=cube.normalization,
     )
