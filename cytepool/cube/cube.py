@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
@@ -28,7 +29,7 @@ from cytepool.errors import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     import pandas as pd
 
@@ -393,46 +394,33 @@ class Cube:
         return combine(self, axis=axis, mapping=mapping)
 
 
-def _parse_layers(
-    layers: Mapping[str, LayerArray], *, shape: tuple[int, int, int]
-) -> dict[str, LayerArray]:
-    if not isinstance(layers, dict | MappingProxyType) or "counts" not in layers:
-        msg = f"layers: expected a mapping of names to arrays that holds 'counts', found {type(layers).__name__} with {list(layers) if hasattr(layers, 'keys') else layers!r}"
+def _parse_layers(layers: object, *, shape: tuple[int, int, int]) -> dict[str, LayerArray]:
+    if not isinstance(layers, Mapping) or "counts" not in layers:
+        found = sorted(map(str, layers)) if isinstance(layers, Mapping) else type(layers).__name__
+        msg = f"layers: expected a mapping of names to arrays that holds 'counts', found {found}"
         raise CubeShapeError(msg)
     parsed: dict[str, LayerArray] = {}
     for name, layer in layers.items():
         if not isinstance(name, str) or not LAYER_NAME.match(name) or name.startswith("__"):
             msg = f"layer name {name!r} is not a name a Zarr node can have; use letters, digits, '_', '.' and '-'"
             raise CubeValueError(msg)
-        if isinstance(layer, da.Array):
-            array: LayerArray = layer
-        elif isinstance(layer, np.ndarray):
-            array = layer
-        else:
+        if not isinstance(layer, np.ndarray | da.Array):
             msg = f"layer {name!r}: expected a numpy or Dask array, found {type(layer).__name__}"
             raise CubeValueError(msg)
-        if tuple(array.shape) != shape:
-            msg = f"layer {name!r}: expected shape (n_groups, n_samples, n_features) = {shape}, found {tuple(array.shape)}"
+        if tuple(layer.shape) != shape:
+            msg = f"layer {name!r}: expected shape (n_groups, n_samples, n_features) = {shape}, found {tuple(layer.shape)}"
             raise CubeShapeError(msg)
-        if array.dtype.kind not in "biuf" or array.dtype == np.float16:
-            msg = f"layer {name!r}: expected a bool, integer, float32 or float64 dtype, found {array.dtype}"
-            raise CubeValueError(msg)
-        if (
-            array.dtype == np.uint64
-            and isinstance(array, np.ndarray)
-            and array.size
-            and int(array.max()) > np.iinfo(np.int64).max
-        ):
-            msg = f"layer {name!r}: uint64 values above 2**63-1 cannot be fingerprinted as int64"
+        if layer.dtype.kind not in "biuf" or layer.dtype == np.float16:
+            msg = f"layer {name!r}: expected a bool, integer, float32 or float64 dtype, found {layer.dtype}"
             raise CubeValueError(msg)
         nonnegative = name in NONNEGATIVE_LAYERS
-        if isinstance(array, np.ndarray):
-            graph.check_layer_block(array, name=name, nonnegative=nonnegative)
-            array = array.view()
-            array.flags.writeable = False
-        else:
-            array = graph.validated(array, name=name, nonnegative=nonnegative)
-        parsed[name] = array
+        if isinstance(layer, da.Array):
+            parsed[name] = graph.validated(layer, name=name, nonnegative=nonnegative)
+            continue
+        graph.check_layer_block(layer, name=name, nonnegative=nonnegative)
+        view = layer.view()
+        view.flags.writeable = False
+        parsed[name] = view
     return parsed
 
 

@@ -25,7 +25,7 @@ from distributed import default_client, wait
 from distributed import progress as cluster_progress
 
 from cytepool.cube.encoding import hash_rows
-from cytepool.errors import NegativeValueError, NonFiniteValueError
+from cytepool.errors import CubeValueError, NegativeValueError, NonFiniteValueError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -43,6 +43,8 @@ __all__ = [
     "layer_digest_tasks",
     "validated",
 ]
+
+_INT64_MAX: Final = int(np.iinfo(np.int64).max)
 
 LAYER_CHUNK_FEATURES: Final = 4096
 """Largest number of features in one chunk of a layer."""
@@ -74,6 +76,9 @@ def check_layer_block(
                 f"feature) {where}; layers hold finite values only - drop or fix the value"
             )
             raise NonFiniteValueError(msg)
+    if block.dtype == np.uint64 and block.size and int(block.max()) > _INT64_MAX:
+        msg = f"layer {name!r} holds uint64 values above 2**63-1, which cannot be fingerprinted as int64"
+        raise CubeValueError(msg)
     if nonnegative and block.dtype.kind in "if":
         negative = block < 0
         if negative.any():

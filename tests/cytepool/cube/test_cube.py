@@ -57,6 +57,11 @@ def _parts(**changes: Any) -> dict[str, Any]:
             CubeValueError,
             "layer name",
         ),
+        (
+            {"layers": {"counts": np.full((2, 3, 4), 2**63, np.uint64)}},
+            CubeValueError,
+            r"2\*\*63-1",
+        ),
         ({"n_cells": np.ones((2, 3), int)}, CubeShapeError, "n_cells"),
         ({"n_cells": np.ones((3, 2))}, CubeValueError, "integers"),
         ({"n_cells": -np.ones((3, 2), int)}, NegativeValueError, "n_cells"),
