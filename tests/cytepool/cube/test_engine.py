@@ -22,21 +22,22 @@ if TYPE_CHECKING:
     from cytepool import Cube
 
 
-def _roundtrip(cube: Cube, path: Path) -> tuple[str, str, str]:
-    """Fingerprint computed, written and re-verified from the file."""
+def _roundtrip(cube: Cube, path: Path) -> tuple[str, str, str, int]:
+    """Fingerprint computed, written, re-verified from the file, and a verified whole-layer read."""
     computed = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7).fingerprint
     write_cube(cube, path, compression="zstd")
     again = read_cube(path)
-    return computed, again.fingerprint, again.verify_fingerprint()
+    total = int(again.layers["counts"].sum().compute())
+    return computed, again.fingerprint, again.verify_fingerprint(), total
 
 
 @pytest.fixture(scope="module")
-def threaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
+def threaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, int]:
     cube = example_cube(n_groups=4, n_samples=3, n_features=5000, seed=7)
     return _roundtrip(cube, tmp_path_factory.mktemp("threaded") / "c.cube.zarr")
 
 
-def test_local_cluster_of_two_processes(tmp_path: Path, threaded: tuple[str, str, str]) -> None:
+def test_local_cluster_of_two_processes(tmp_path: Path, threaded: tuple[str, str, str, int]) -> None:
     """Two worker processes compute, write and verify the threaded scheduler's fingerprints."""
     with (
         LocalCluster(
@@ -119,7 +120,7 @@ def scheduler_address(tmp_path: Path) -> Iterator[str]:
 
 
 def test_external_scheduler(
-    tmp_path: Path, scheduler_address: str, threaded: tuple[str, str, str]
+    tmp_path: Path, scheduler_address: str, threaded: tuple[str, str, str, int]
 ) -> None:
     """A scheduler and workers in other processes give the same fingerprints."""
     with Client(scheduler_address, timeout=30) as client:
