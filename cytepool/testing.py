@@ -7,6 +7,7 @@ so exporters can test their cubes the way CytePool tests its own.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 import dask
@@ -18,10 +19,17 @@ from cytepool import Cube
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
+    from pathlib import Path
 
     from dask.typing import Key
 
-__all__ = ["assert_cube_equal", "every_kind_table", "example_cube", "raise_if_dask_computes"]
+__all__ = [
+    "assert_cube_equal",
+    "every_kind_table",
+    "example_cube",
+    "raise_if_dask_computes",
+    "tree_snapshot",
+]
 
 
 @contextlib.contextmanager
@@ -120,3 +128,16 @@ def assert_cube_equal(actual: Cube, expected: Cube) -> None:
     else:
         np.testing.assert_array_equal(actual.n_cells, expected.n_cells)
     assert actual.normalization == expected.normalization
+
+
+def tree_snapshot(root: Path) -> dict[str, str]:
+    """Every path below ``root`` with the SHA-256 of its bytes (``dir`` for directories).
+
+    Two equal snapshots taken around an operation show it changed no byte.
+    """
+    return {
+        str(p.relative_to(root)): "dir"
+        if p.is_dir()
+        else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+    }

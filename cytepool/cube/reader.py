@@ -25,6 +25,7 @@ from cytepool.cube.layout import (
     DIMENSIONS,
     FORMAT,
     FORMAT_VERSION,
+    ROOT_ATTRIBUTES,
     check_array,
     layer_chunks_ok,
 )
@@ -159,15 +160,7 @@ def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
             f"{attrs.get('fingerprint_version')!r}"
         )
         raise CubeFormatError(msg)
-    for key in (
-        "shape",
-        "columns",
-        "arrays",
-        "normalization",
-        "digests",
-        "fingerprint",
-        "provenance",
-    ):
+    for key in ROOT_ATTRIBUTES:
         if key not in attrs:
             msg = f"{where}: attribute {key!r} is missing; the file is incomplete or was edited"
             raise CubeFormatError(msg)

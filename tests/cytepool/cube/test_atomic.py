@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from zarr.storage import LocalStore
 
 from cytepool.cube import Cube, read_cube, write_cube
 from cytepool.errors import CubeExistsError, CubeNotFoundError, NonFiniteValueError
+from cytepool.testing import tree_snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -68,16 +68,6 @@ def _small_cube(value: float = 1.0, *, layer: da.Array | None = None) -> Cube:
 
 def _hidden_siblings(target: Path) -> list[Path]:
     return sorted(target.parent.glob(f".{target.name}.tmp-*"))
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    """Every path below ``root`` with the SHA-256 of its bytes (``dir`` for directories)."""
-    return {
-        str(p.relative_to(root)): "dir"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
 
 
 def _nan_layer(*, group: int = 1, where: tuple[int, int] = (0, 0)) -> da.Array:
@@ -131,12 +121,12 @@ def test_sigkilled_writer_leaves_no_target_and_next_write_succeeds(tmp_path: Pat
 def test_existing_cube_is_refused_without_overwrite(tmp_path: Path) -> None:
     """Writing over an existing cube without overwrite=True raises CubeExistsError and keeps it."""
     target = write_cube(_small_cube(1.0), tmp_path / "c.cube.zarr")
-    before = _snapshot(target)
+    before = tree_snapshot(target)
     with pytest.raises(CubeExistsError) as info:
         write_cube(_small_cube(2.0), target)
     assert isinstance(info.value, FileExistsError)
     assert str(target) in str(info.value)
-    assert _snapshot(target) == before
+    assert tree_snapshot(target) == before
     assert _hidden_siblings(target) == []
 
 
@@ -162,12 +152,12 @@ def test_non_cube_is_never_replaced(tmp_path: Path, kind: str, overwrite: bool) 
         target.mkdir()
         if kind == "directory-with-text-file":
             (target / "notes.txt").write_text("keep me\n", encoding="utf-8")
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     with pytest.raises(CubeExistsError) as info:
         write_cube(_small_cube(), target, overwrite=overwrite)
     assert isinstance(info.value, FileExistsError)
     assert str(target) in str(info.value)
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 def test_overwrite_through_a_symlink_to_a_cube_is_clean(tmp_path: Path) -> None:
@@ -198,10 +188,10 @@ def test_failed_overwrite_keeps_the_old_cube(tmp_path: Path) -> None:
     """A failed write with overwrite=True leaves the old cube byte for byte, same fingerprint."""
     old = _small_cube(1.0)
     target = write_cube(old, tmp_path / "c.cube.zarr")
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     with dask.config.set(scheduler="synchronous"), pytest.raises(NonFiniteValueError):
         write_cube(_small_cube(2.0, layer=_nan_layer()), target, overwrite=True)
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
     assert _hidden_siblings(target) == []
     assert read_cube(target).verify_fingerprint() == old.fingerprint
 

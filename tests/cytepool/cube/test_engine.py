@@ -37,7 +37,9 @@ def threaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, i
     return _roundtrip(cube, tmp_path_factory.mktemp("threaded") / "c.cube.zarr")
 
 
-def test_local_cluster_of_two_processes(tmp_path: Path, threaded: tuple[str, str, str, int]) -> None:
+def test_local_cluster_of_two_processes(
+    tmp_path: Path, threaded: tuple[str, str, str, int]
+) -> None:
     """Two worker processes compute, write and verify the threaded scheduler's fingerprints."""
     with (
         LocalCluster(

@@ -8,7 +8,6 @@ that its message names the file.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from cytepool.errors import (
     CubeMetadataError,
     CubeReadError,
 )
+from cytepool.testing import tree_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,16 +101,6 @@ def _flip_byte(path: Path) -> None:
 
 def _assert_names(exc: BaseException, where: Path) -> None:
     assert str(where) in str(exc), f"message does not name {where}: {exc}"
-
-
-def _snapshot(root: Path) -> dict[str, str]:
-    """Every path below ``root`` with the SHA-256 of its bytes (``dir`` for directories)."""
-    return {
-        str(p.relative_to(root)): "dir"
-        if p.is_dir()
-        else hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-    }
 
 
 # -- the pristine file -----------------------------------------------------------
@@ -481,14 +471,14 @@ def test_reading_never_modifies_the_store(
 ) -> None:
     """Opening, computing every layer and verifying leave every file and path unchanged."""
     path = _copy(pristine, tmp_path, compression)
-    before = _snapshot(path)
+    before = tree_snapshot(path)
     back = read_cube(path)
     for layer in back.layers.values():
         layer.compute()
     back.layers["counts"][2, :, :5].compute()
     back.verify_fingerprint()
     assert back.n_cells is not None
-    assert _snapshot(path) == before
+    assert tree_snapshot(path) == before
 
 
 def test_failed_reads_never_modify_the_store(
@@ -497,10 +487,10 @@ def test_failed_reads_never_modify_the_store(
     """Reads that fail on a damaged file leave every file and path unchanged too."""
     path = _copy(pristine, tmp_path, None)
     _flip_byte(path / STORED_CHUNK)
-    before = _snapshot(path)
+    before = tree_snapshot(path)
     back = read_cube(path)
     with pytest.raises(CubeDigestError):
         back.layers["counts"].compute()
     with pytest.raises(CubeDigestError):
         back.verify_fingerprint()
-    assert _snapshot(path) == before
+    assert tree_snapshot(path) == before
