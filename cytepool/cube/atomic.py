@@ -8,6 +8,7 @@ import errno
 import os
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -39,20 +40,24 @@ def staging(target: Path) -> Iterator[Path]:
         raise
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def fsync_tree(root: Path) -> None:
-    """Flush every file and directory below ``root`` to disk."""
+    """Flush every file below ``root``, then every directory, to disk."""
+    files: list[Path] = []
+    dirs: list[Path] = []
     for dirpath, _, filenames in os.walk(root):
-        for name in filenames:
-            fd = os.open(Path(dirpath) / name, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        dirs.append(Path(dirpath))
+        files.extend(Path(dirpath) / name for name in filenames)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(_fsync, files))
+        list(pool.map(_fsync, reversed(dirs)))
 
 
 def _renameat2(src: Path, dst: Path, flags: int) -> bool:

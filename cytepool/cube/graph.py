@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -57,10 +58,18 @@ def layer_chunks(shape: tuple[int, int, int]) -> tuple[int, int, int]:
 
 
 def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
-    """A layer as a Dask array; numpy layers are wrapped in blocks of the file's chunk shape."""
+    """A layer as a Dask array; a numpy layer becomes one block per group.
+
+    The blocks are views of the numpy array: nothing is copied, and the graph
+    is named at random rather than by hashing the values.
+    """
     if isinstance(layer, da.Array):
         return layer
-    return cast("da.Array", da.from_array(layer, chunks=layer_chunks(layer.shape)))
+    n_groups, n_samples, n_features = layer.shape
+    name = f"cytepool-numpy-{uuid.uuid4().hex}"
+    graph = {(name, g, 0, 0): layer[g : g + 1] for g in range(n_groups)}
+    chunks = ((1,) * n_groups, (n_samples,), (n_features,))
+    return da.Array(graph, name, chunks, meta=layer[:0, :0, :0])
 
 
 def check_layer_block(
@@ -118,15 +127,12 @@ def group_tasks(
 ) -> list[Delayed]:
     """One delayed ``func(g, blocks, *args)`` per group, ``blocks`` in feature order.
 
-    ``x`` is rechunked to one group and every sample per block, keeping (or
-    making) feature chunks of at most 4,096; so each task owns whole chunks of
-    the file.
+    ``x`` is rechunked, if needed, to one group and every sample per block, so
+    each task owns a whole group: every chunk of it in the file.
     """
-    n_groups, n_samples, _n_features = x.shape
-    feature_chunks: tuple[int, ...] | int = x.chunks[2]
-    if max(x.chunks[2], default=0) > LAYER_CHUNK_FEATURES or x.chunks[0] != (1,) * n_groups:
-        feature_chunks = layer_chunks(x.shape)[2]
-    x = x.rechunk((1, max(n_samples, 1), feature_chunks))
+    n_groups, n_samples, _ = x.shape
+    if x.chunks[0] != (1,) * n_groups or len(x.chunks[1]) > 1:
+        x = x.rechunk((1, max(n_samples, 1), x.chunks[2]))
     blocks = x.to_delayed()
     call = delayed(func, pure=pure)
     return [call(g, list(blocks[g, 0, :]), *args) for g in range(n_groups)]
