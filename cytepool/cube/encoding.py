@@ -13,7 +13,7 @@ import rfc8785
 from cytepool.errors import CubeValueError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Sequence
 
 __all__ = [
     "DIGEST_PATTERN",
@@ -70,22 +70,29 @@ def canonical_layer(block: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(block, dtype="<i8")
 
 
-def hash_rows(blocks: Iterable[np.ndarray]) -> str:
+_HASH_PIECE_BYTES: Final = 1 << 18
+
+
+def hash_rows(blocks: Sequence[np.ndarray]) -> str:
     """Digest of one group of a layer from its feature blocks, each (n_samples, n_features_j).
 
     The bytes are the group's (n_samples, n_features) values in C order: for each
-    sample, its row across the blocks in feature order. Blocks are converted once
-    and hashed through memoryviews, without further copies.
+    sample, its row across the blocks in feature order. Rows are converted in
+    pieces of about 256 KiB, hashed while they are still in cache.
     """
-    canonical = [canonical_layer(b) for b in blocks]
     h = hashlib.sha256()
-    n_samples = canonical[0].shape[0] if canonical else 0
-    if len(canonical) == 1:
-        h.update(canonical[0].data)
+    if not blocks:
+        return format_digest(h)
+    n_samples = blocks[0].shape[0]
+    if len(blocks) == 1:
+        block = blocks[0]
+        step = max(1, _HASH_PIECE_BYTES // max(8 * block.shape[1], 1))
+        for start in range(0, n_samples, step):
+            h.update(canonical_layer(block[start : start + step]).data)
     else:
         for s in range(n_samples):
-            for block in canonical:
-                h.update(block[s].data)
+            for block in blocks:
+                h.update(canonical_layer(block[s]).data)
     return format_digest(h)
 
 

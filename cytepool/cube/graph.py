@@ -139,7 +139,7 @@ def group_tasks(
 
 
 def _digest_group(_g: int, blocks: Sequence[np.ndarray]) -> str:
-    return hash_rows(b[0] for b in blocks)
+    return hash_rows([b[0] for b in blocks])
 
 
 def layer_digest_tasks(x: da.Array) -> list[Delayed]:

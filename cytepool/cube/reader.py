@@ -373,7 +373,7 @@ def _read_chunk(array: zarr.Array[Any], g: int, start: int, stop: int, where: st
 
 
 def _verify_group(where: str, g: int, expected: str, *blocks: np.ndarray) -> str:
-    found = hash_rows(b[0] for b in blocks)
+    found = hash_rows([b[0] for b in blocks])
     if found != expected:
         msg = (
             f"{where}: group {g} gives {found}, not its stored digest {expected}; the file was "
