@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 try:
-    import psutil
+    import psutil  # type: ignore[import-untyped]
 except ModuleNotFoundError:  # pragma: no cover - psutil is optional
     psutil = None
 
@@ -337,6 +337,24 @@ def measure(steps: Sequence[Step[Any]], repeat: int) -> None:
 # -- report ---------------------------------------------------------------------
 
 
+def source_commit() -> str:
+    """The git commit of the checkout this script is in, read from ``.git`` (no subprocess)."""
+    git = Path(__file__).resolve().parent.parent / ".git"
+    try:
+        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        if not head.startswith("ref: "):
+            return head[:12]
+        ref = head.removeprefix("ref: ")
+        if (git / ref).is_file():
+            return (git / ref).read_text(encoding="utf-8").strip()[:12]
+        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
+            if line.endswith(" " + ref):
+                return line[:12]
+    except OSError:
+        pass
+    return "unknown"
+
+
 def machine() -> list[str]:
     """Lines describing the machine and the library versions."""
     cpu = platform.machine()
@@ -356,7 +374,7 @@ def machine() -> list[str]:
         (
             f"python {platform.python_version()}, numpy {np.__version__}, "
             f"zarr {zarr.__version__}, numcodecs {version('numcodecs')}, "
-            f"dask {dask.__version__}, cytearc {version('cytearc')}"
+            f"dask {version('dask')}, cytearc {version('cytearc')} (commit {source_commit()})"
         ),
         (
             f"dask scheduler: {scheduler}; peak RSS: "
