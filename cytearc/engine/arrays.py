@@ -1,0 +1,113 @@
+"""Lazy arrays aligned with Zarr shards, and the one function that writes them.
+
+A sharded Zarr array is written shard by shard: a write that covers part of a
+shard reads, modifies and rewrites the whole shard object, so two tasks that
+share a shard lose each other's data without an error (zarr #3514, #3682). So
+every array opens with Dask chunks equal to its shards (or chunks, when
+unsharded), and :func:`store_aligned` refuses any block that is not a whole
+number of shards.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+import dask.array as da
+from dask.utils import format_bytes
+
+from cytearc.errors import MemBudgetError, ShardAlignmentError
+
+if TYPE_CHECKING:
+    import zarr
+    from dask.delayed import Delayed
+
+__all__ = ["aligned_rows", "check_aligned", "open_lazy", "storage_block", "store_aligned"]
+
+
+def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
+    """The unit of safe parallel writes of ``array``: its shard shape, else its chunk shape."""
+    return tuple(array.shards or array.chunks)
+
+
+def open_lazy(array: zarr.Array[Any], *, rows_per_block: int | None = None) -> da.Array:
+    """``array`` as a Dask array whose blocks are its shards (or whole multiples along axis 0).
+
+    Examples
+    --------
+    >>> import numpy as np, zarr
+    >>> z = zarr.create_array(store={}, shape=(10, 4), shards=(4, 4), chunks=(2, 4), dtype="u2")
+    >>> open_lazy(z).chunks
+    ((4, 4, 2), (4,))
+    """
+    block = list(storage_block(array))
+    if rows_per_block is not None:
+        if rows_per_block % block[0]:
+            msg = (
+                f"rows_per_block {rows_per_block} is not a multiple of the shard's {block[0]} rows"
+            )
+            raise ShardAlignmentError(msg)
+        block[0] = rows_per_block
+    return cast("da.Array", da.from_zarr(array, chunks=tuple(block)))
+
+
+def check_aligned(
+    chunks: tuple[tuple[int, ...], ...], array: zarr.Array[Any], *, where: str
+) -> None:
+    """Raise :class:`ShardAlignmentError` unless every block is a whole number of shards.
+
+    The last block along an axis may end at the array's edge.
+    """
+    unit = storage_block(array)
+    if len(chunks) != len(unit):
+        msg = f"{where}: {len(chunks)}-d blocks for a {len(unit)}-d array"
+        raise ShardAlignmentError(msg)
+    for axis, (sizes, step, length) in enumerate(zip(chunks, unit, array.shape, strict=True)):
+        start = 0
+        for size in sizes:
+            start += size
+            if start % step and start != length:
+                msg = (
+                    f"{where}: a block ends at {start} on axis {axis}, inside a shard of {step}; "
+                    "rechunk to whole shards before storing (a shared shard loses data)"
+                )
+                raise ShardAlignmentError(msg)
+
+
+def store_aligned(x: da.Array, array: zarr.Array[Any], *, where: str = "store") -> Delayed:
+    """A lazy write of ``x`` into ``array``, each task owning whole shards.
+
+    Returns the delayed write, to be computed on the engine.
+    """
+    if tuple(x.shape) != tuple(array.shape):
+        msg = f"{where}: shape {tuple(x.shape)} does not match the array's {tuple(array.shape)}"
+        raise ShardAlignmentError(msg)
+    check_aligned(x.chunks, array, where=where)
+    target: Any = array
+    return cast("Delayed", da.store(x, target, lock=False, compute=False))
+
+
+def aligned_rows(
+    *, budget: int, row_bytes: int, shard_rows: int, n_rows: int, copies: float = 3.0
+) -> int:
+    """Rows per band: the largest multiple of ``shard_rows`` whose ``copies`` fit ``budget``.
+
+    ``copies`` charges what a task holds besides its result (decoded and
+    encoded chunks, a transposed copy). At most ``n_rows`` rounded up to a
+    whole shard.
+
+    Examples
+    --------
+    >>> aligned_rows(budget=10_000_000, row_bytes=1000, shard_rows=512, n_rows=100_000)
+    3072
+    """
+    per_shard = shard_rows * row_bytes * copies
+    if per_shard > budget:
+        msg = (
+            f"one shard of {shard_rows} rows needs {format_bytes(int(per_shard))} with working "
+            f"copies, more than the {format_bytes(budget)} a worker has; raise mem_budget, use "
+            "fewer workers, or a smaller layout"
+        )
+        raise MemBudgetError(msg)
+    shards = max(1, int(budget // per_shard))
+    whole = -(-n_rows // shard_rows)
+    return min(shards, whole) * shard_rows

@@ -1,0 +1,169 @@
+"""Memory budget and worker count: parsed from arguments or the environment, sized to the machine.
+
+``mem_budget`` is the total memory of the engine's workers. It is given as a
+size (``"8G"`` is 8e9 bytes, ``"8GiB"`` 8·2³⁰, ``"512MiB"``), a number of
+bytes, or a fraction of the memory this process may use (``"0.5"``), which is
+read with cgroup and rlimit limits applied (:func:`distributed.system.memory_limit`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Final
+
+from dask.system import CPU_COUNT
+from dask.utils import format_bytes, parse_bytes
+from distributed.system import memory_limit
+
+from cytearc.errors import MemBudgetError
+
+__all__ = [
+    "DEFAULT_FRACTION",
+    "MIN_WORKER_BYTES",
+    "Budget",
+    "detected_memory",
+    "parse_mem_budget",
+    "parse_workers",
+    "resolve_budget",
+]
+
+DEFAULT_FRACTION: Final = 0.5
+"""Share of the detected memory used when no budget is given."""
+
+MIN_WORKER_BYTES: Final = 256 * 2**20
+"""Smallest memory limit of one worker."""
+
+ENV_BUDGET: Final = "CYTEARC_MEM_BUDGET"
+ENV_WORKERS: Final = "CYTEARC_WORKERS"
+
+
+def detected_memory() -> int:
+    """Bytes this process may use: physical memory, lowered by cgroup and rlimit limits."""
+    return int(memory_limit())
+
+
+def parse_mem_budget(value: str | int | float | None, *, total: int | None = None) -> int:
+    """Bytes of a memory budget.
+
+    Parameters
+    ----------
+    value
+        ``"8G"``, ``"512MiB"``, bytes as an int, or a fraction in (0, 1] of
+        ``total`` as a float or a string such as ``"0.5"``. ``None`` reads
+        ``CYTEARC_MEM_BUDGET``, else takes half of ``total``.
+    total
+        Memory to take fractions of; detected when omitted.
+
+    Examples
+    --------
+    >>> parse_mem_budget("8G"), parse_mem_budget("1GiB"), parse_mem_budget(4096)
+    (8000000000, 1073741824, 4096)
+    >>> parse_mem_budget("0.25", total=8 * 2**30)
+    2147483648
+    """
+    source = "mem_budget"
+    if value is None:
+        env = os.environ.get(ENV_BUDGET)
+        if env is None or not env.strip():
+            return int(DEFAULT_FRACTION * (total or detected_memory()))
+        value, source = env, ENV_BUDGET
+    fraction = _as_fraction(value)
+    if fraction is not None:
+        return int(fraction * (total or detected_memory()))
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        msg = f"{source}: expected a size such as '8G', bytes or a fraction such as '0.5', found {value!r}"
+        raise MemBudgetError(msg)
+    try:
+        n_bytes = int(parse_bytes(value))
+    except (ValueError, TypeError) as exc:
+        msg = f"{source}: cannot read {value!r} as a size; write it as '8G', '512MiB', bytes, or a fraction such as '0.5'"
+        raise MemBudgetError(msg) from exc
+    if n_bytes <= 0:
+        msg = f"{source}: the budget must be positive, found {value!r}"
+        raise MemBudgetError(msg)
+    return n_bytes
+
+
+def _as_fraction(value: object) -> float | None:
+    """The fraction a budget names, or None when it names a size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        number = value
+    elif isinstance(value, str) and value.strip().replace(".", "", 1).isdigit() and "." in value:
+        number = float(value)
+    else:
+        return None
+    if not 0 < number <= 1:
+        msg = f"mem_budget: a fraction of memory must be in (0, 1], found {value!r}; give a size such as '8G' for bytes"
+        raise MemBudgetError(msg)
+    return number
+
+
+def parse_workers(value: int | str | None, *, budget: int) -> int:
+    """Number of worker processes: given, ``CYTEARC_WORKERS``, or the cores the budget can feed.
+
+    Examples
+    --------
+    >>> parse_workers(3, budget=4 * 2**30)
+    3
+    """
+    source = "workers"
+    if value is None:
+        env = os.environ.get(ENV_WORKERS)
+        if env is None or not env.strip():
+            return max(1, min(CPU_COUNT, budget // MIN_WORKER_BYTES))
+        value, source = env, ENV_WORKERS
+    try:
+        workers = int(value)
+    except (TypeError, ValueError) as exc:
+        msg = f"{source}: expected a positive whole number of workers, found {value!r}"
+        raise MemBudgetError(msg) from exc
+    if (
+        workers < 1
+        or isinstance(value, bool)
+        or (isinstance(value, str) and not value.strip().isdigit())
+    ):
+        msg = f"{source}: expected a positive whole number of workers, found {value!r}"
+        raise MemBudgetError(msg)
+    return workers
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    """A memory budget split over worker processes."""
+
+    total: int
+    workers: int
+
+    @property
+    def per_worker(self) -> int:
+        """The memory limit of one worker, in bytes."""
+        return self.total // self.workers
+
+    def __str__(self) -> str:
+        return f"{format_bytes(self.total)} over {self.workers} workers ({format_bytes(self.per_worker)} each)"
+
+
+def resolve_budget(
+    mem_budget: str | int | float | None = None, workers: int | str | None = None
+) -> Budget:
+    """The :class:`Budget` of the arguments or the environment; refuses workers below 256 MiB.
+
+    Examples
+    --------
+    >>> str(resolve_budget("4GiB", 2))
+    '4.00 GiB over 2 workers (2.00 GiB each)'
+    """
+    total = parse_mem_budget(mem_budget)
+    n_workers = parse_workers(workers, budget=total)
+    budget = Budget(total=total, workers=n_workers)
+    if budget.per_worker < MIN_WORKER_BYTES:
+        msg = (
+            f"mem_budget {format_bytes(total)} over {n_workers} workers leaves "
+            f"{format_bytes(budget.per_worker)} each, below {format_bytes(MIN_WORKER_BYTES)}; "
+            "raise mem_budget or use fewer workers"
+        )
+        raise MemBudgetError(msg)
+    return budget

@@ -1,0 +1,149 @@
+"""The engine: the Dask cluster that runs CyteArc's graphs.
+
+By default one :class:`distributed.LocalCluster` per process, whose workers'
+memory limits add up to ``mem_budget``, is started on first use and reused by
+every :class:`~cytearc.DataStore` of the process; its dashboard link is
+printed once. ``cluster=`` runs on an existing cluster instead, given its
+scheduler address or a :class:`distributed.Client`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import sys
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from distributed import Client, LocalCluster, progress, wait
+
+from cytearc.engine.budget import Budget, resolve_budget
+from cytearc.errors import EngineConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = ["Engine", "get_engine", "shutdown"]
+
+_lock = threading.Lock()
+_local: Engine | None = None
+_external: dict[str, Engine] = {}
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Engine:
+    """A Dask client with the budget it plans by.
+
+    ``budget`` is None on an external cluster whose memory CyteArc did not
+    set; plans then use the workers' own memory limits (:meth:`worker_memory`).
+    """
+
+    client: Client
+    budget: Budget | None
+    local: LocalCluster | None = None
+
+    @property
+    def dashboard_link(self) -> str | None:
+        """The address of the Dask dashboard, when the scheduler serves one."""
+        return cast("str | None", self.client.dashboard_link)
+
+    def worker_memory(self) -> int:
+        """The smallest memory limit among the workers (bytes): what one task may plan for."""
+        if self.budget is not None:
+            return self.budget.per_worker
+        limits = [w["memory_limit"] for w in self.client.scheduler_info()["workers"].values()]
+        if not limits or not all(limits):
+            msg = (
+                f"the cluster of {self.client} has workers without memory "
+                "limits (or none); start them with --memory-limit so plans can be sized"
+            )
+            raise EngineConfigError(msg)
+        return int(min(limits))
+
+    def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:  # noqa: ANN401
+        """Compute Dask collections on this engine; every task has ended when it returns."""
+        with self.client.as_current():
+            futures = self.client.compute(list(collections))
+            if show_progress:
+                progress(futures)
+            wait(futures)
+            return tuple(self.client.gather(futures))
+
+
+def get_engine(
+    *,
+    mem_budget: str | int | float | None = None,
+    workers: int | str | None = None,
+    cluster: object = None,
+) -> Engine:
+    """The engine for these settings: a given cluster, or the process's local cluster.
+
+    Parameters
+    ----------
+    mem_budget, workers
+        Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`);
+        ignored with ``cluster``.
+    cluster
+        A scheduler address such as ``"tcp://10.0.0.5:8786"`` or a
+        :class:`distributed.Client`.
+
+    Raises
+    ------
+    EngineConfigError
+        The local cluster already runs with another explicit budget; call
+        :func:`shutdown` first.
+    """
+    global _local  # noqa: PLW0603 (one local cluster per process, by design)
+    if isinstance(cluster, Client):
+        return Engine(client=cluster, budget=None)
+    if isinstance(cluster, str):
+        with _lock:
+            engine = _external.get(cluster)
+            if engine is None or engine.client.status != "running":
+                engine = Engine(
+                    client=Client(cluster, set_as_default=False, timeout="30s"), budget=None
+                )
+                _external[cluster] = engine
+            return engine
+    if cluster is not None:
+        msg = f"cluster: expected a scheduler address or a distributed.Client, found {type(cluster).__name__}"
+        raise EngineConfigError(msg)
+    explicit = mem_budget is not None or workers is not None
+    budget = resolve_budget(mem_budget, workers)
+    with _lock:
+        if _local is not None and _local.client.status == "running":
+            if explicit and _local.budget != budget:
+                msg = (
+                    f"this process's engine runs with {_local.budget}, not the {budget} asked for; "
+                    "pass the same mem_budget and workers, or call cytearc.engine.shutdown() first"
+                )
+                raise EngineConfigError(msg)
+            return _local
+        local = LocalCluster(
+            n_workers=budget.workers,
+            threads_per_worker=1,
+            memory_limit=budget.per_worker,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address="127.0.0.1:0",
+        )
+        client = Client(local, set_as_default=False)
+        _local = Engine(client=client, budget=budget, local=local)
+        print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
+        return _local
+
+
+def shutdown() -> None:
+    """Close the process's local cluster and the clients of external clusters."""
+    global _local  # noqa: PLW0603
+    with _lock:
+        engines: Sequence[Engine] = [*([_local] if _local else []), *_external.values()]
+        _local = None
+        _external.clear()
+    for engine in engines:
+        engine.client.close()
+        if engine.local is not None:
+            engine.local.close()
+
+
+atexit.register(shutdown)

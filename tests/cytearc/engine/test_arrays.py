@@ -1,0 +1,70 @@
+"""Shard-aligned lazy arrays and the aligned store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import zarr
+
+from cytearc.engine.arrays import aligned_rows, check_aligned, open_lazy, store_aligned
+from cytearc.errors import MemBudgetError, ShardAlignmentError
+
+
+def _array(
+    shape: tuple[int, int] = (1000, 30),
+    shards: tuple[int, int] = (200, 30),
+    chunks: tuple[int, int] = (50, 30),
+) -> zarr.Array[Any]:
+    return zarr.create_array(
+        store={}, shape=shape, shards=shards, chunks=chunks, dtype="u2", fill_value=0
+    )
+
+
+def test_open_lazy_uses_shards() -> None:
+    """Blocks are shards (or whole multiples along rows), never inner chunks."""
+    z = _array()
+    assert open_lazy(z).chunks == ((200,) * 5, (30,))
+    assert open_lazy(z, rows_per_block=400).chunks == ((400, 400, 200), (30,))
+    with pytest.raises(ShardAlignmentError, match="multiple"):
+        open_lazy(z, rows_per_block=300)
+
+
+def test_misaligned_store_is_refused_before_writing() -> None:
+    """Blocks that split a shard are refused, and nothing is written."""
+    z = _array()
+    x = da.ones((1000, 30), dtype="u2", chunks=(250, 30))
+    with pytest.raises(ShardAlignmentError, match="inside a shard of 200"):
+        store_aligned(x, z, where="counts")
+    assert z.nchunks_initialized == 0
+
+
+def test_aligned_store_writes_every_value() -> None:
+    """Whole-shard blocks, with a ragged last block at the edge, store exactly."""
+    values = np.random.default_rng(0).integers(0, 500, size=(1000, 30)).astype("u2")
+    z = _array()
+    x = da.from_array(values, chunks=(400, 30))
+    with dask.config.set(scheduler="threads"):
+        dask.compute(store_aligned(x, z))
+    np.testing.assert_array_equal(z[:], values)
+
+
+def test_check_aligned_on_both_axes() -> None:
+    """Columns must be whole shards too."""
+    z = _array(shape=(100, 100), shards=(50, 50), chunks=(25, 25))
+    check_aligned(((50, 50), (100,)), z, where="ok")
+    with pytest.raises(ShardAlignmentError, match="axis 1"):
+        check_aligned(((100,), (30, 70)), z, where="bad")
+
+
+def test_aligned_rows_fit_the_budget() -> None:
+    """Bands are whole shards that fit the budget with their working copies, or refused."""
+    rows = aligned_rows(budget=10_000_000, row_bytes=1000, shard_rows=512, n_rows=100_000)
+    assert rows % 512 == 0
+    assert rows * 1000 * 3 <= 10_000_000
+    assert aligned_rows(budget=10**12, row_bytes=1000, shard_rows=512, n_rows=1000) == 1024
+    with pytest.raises(MemBudgetError, match="raise mem_budget"):
+        aligned_rows(budget=1000, row_bytes=1000, shard_rows=512, n_rows=10)
