@@ -1,0 +1,1 @@
+"""The Zarr v3 layout of a CyteArc store: count arrays, their dtype and layout, identity."""
