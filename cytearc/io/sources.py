@@ -1,0 +1,137 @@
+"""Count sources: what every importer reads, whatever the file format.
+
+A :class:`CountSource` presents a file as a cells x features count matrix
+with its cell and feature tables, read in bands of cells. Importers make one
+pass over the bands to find value ranges (:mod:`cytearc.storage.count_dtype`),
+then a second to write; so a source must give the same band every time it is
+asked, and must never load the whole matrix to answer.
+
+Conventions every source keeps:
+
+- ``cells`` has the column ``ids`` (barcodes, unique strings) and optionally
+  more metadata columns; ``features`` has ``ids``, ``names`` and
+  ``feature_types`` (10x's "Gene Expression", "Antibody Capture", "Peaks", ...;
+  "Gene Expression" when the format has none), as strings, plus any other
+  columns the format carries.
+- :meth:`CountSource.read_band` returns a ``scipy.sparse.csr_matrix`` of the
+  rows ``start:stop`` (cells) and all features, canonical: duplicate entries
+  summed (integers in int64 exactly, floats in source order), indices sorted,
+  explicit zeros removed, in the source's dtype widened to int64 for integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+import scipy.sparse as sp
+
+from cytearc.errors import CyteArcError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import pandas as pd
+
+__all__ = ["CountSource", "SourceFormatError", "SparseSource", "canonical_csr", "iter_bands"]
+
+
+class SourceFormatError(CyteArcError):
+    """A source file is not in the format its reader expects (named file, key, remedy)."""
+
+
+@runtime_checkable
+class CountSource(Protocol):
+    """A count matrix to import, cells x features, read in bands of cells."""
+
+    @property
+    def location(self) -> str:
+        """The file or directory read, for messages."""
+        ...
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        ...
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the stored values (before any storage dtype is chosen)."""
+        ...
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """One row per cell; column ``ids`` first."""
+        ...
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """One row per feature; columns ``ids``, ``names``, ``feature_types`` first."""
+        ...
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop`` as a canonical CSR matrix (see the module docstring)."""
+        ...
+
+    def close(self) -> None:
+        """Release open files."""
+        ...
+
+
+def canonical_csr(matrix: sp.spmatrix | sp.sparray | np.ndarray) -> sp.csr_matrix:
+    """A canonical CSR copy: duplicates summed (integers in int64), sorted, no explicit zeros."""
+    csr = sp.csr_matrix(matrix)
+    if csr.dtype.kind in "biu":
+        csr = csr.astype(np.int64)
+    elif csr.dtype == np.float16:
+        csr = csr.astype(np.float32)
+    csr.sum_duplicates()
+    csr.eliminate_zeros()
+    csr.sort_indices()
+    return csr
+
+
+def iter_bands(source: CountSource, rows: int) -> Iterator[tuple[int, sp.csr_matrix]]:
+    """``(start, band)`` over the source in bands of ``rows`` cells."""
+    n_cells = source.shape[0]
+    for start in range(0, n_cells, rows):
+        yield start, source.read_band(start, min(start + rows, n_cells))
+
+
+@dataclass(eq=False)
+class SparseSource:
+    """An in-memory SciPy sparse (or numpy) matrix, cells x features, with its tables."""
+
+    matrix: sp.spmatrix | sp.sparray | np.ndarray
+    cells: pd.DataFrame
+    features: pd.DataFrame
+    location: str = "<in-memory matrix>"
+    _csr: sp.csr_matrix = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._csr = canonical_csr(self.matrix)
+        n_cells, n_features = self._csr.shape
+        if len(self.cells) != n_cells or len(self.features) != n_features:
+            msg = (
+                f"{self.location}: a {n_cells} x {n_features} matrix needs {n_cells} cells and "
+                f"{n_features} features, found tables of {len(self.cells)} and {len(self.features)} rows"
+            )
+            raise SourceFormatError(msg)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (int(self._csr.shape[0]), int(self._csr.shape[1]))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the values."""
+        return np.dtype(self.matrix.dtype)
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Rows ``start:stop``."""
+        return self._csr[start:stop]
+
+    def close(self) -> None:
+        """Nothing to release."""
