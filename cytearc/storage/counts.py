@@ -13,11 +13,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import scipy.sparse as sp
 from dask.base import compute as dask_compute
 from dask.delayed import delayed
+from distributed import wait
 from zarr.codecs import BytesCodec
 
 from cytearc.engine.arrays import aligned_rows, check_aligned, open_lazy, store_aligned
+from cytearc.errors import ShardAlignmentError
+from cytearc.storage.count_dtype import checked_cast
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
 
@@ -73,18 +77,143 @@ def _create(
 
 
 def _write_band(
-    block: np.ndarray, array: zarr.Array[Any], first_row: int
+    block: np.ndarray | sp.csr_matrix, array: zarr.Array[Any], first_row: int
 ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
-    """Write one row band of ``counts`` and return its digests and summaries."""
-    array[first_row : first_row + block.shape[0]] = block
-    positive = block > 0
-    sums_dtype = np.float64 if block.dtype.kind == "f" else np.int64
+    """Write one row band of ``counts`` (dense or sparse, already in the storage dtype).
+
+    Returns the band's identity-block digests, row sums, detected features per
+    row and detected cells per feature.
+    """
+    dense = (
+        np.asarray(block.toarray())
+        if isinstance(block, sp.spmatrix | sp.sparray)
+        else np.asarray(block)
+    )
+    if dense.dtype != array.dtype:
+        dense = checked_cast(dense, np.dtype(array.dtype), where=f"counts rows {first_row}:")
+    array[first_row : first_row + dense.shape[0]] = dense
+    positive = dense > 0
+    sums_dtype = np.float64 if dense.dtype.kind == "f" else np.int64
     return (
-        block_digests(block, first_row=first_row, n_rows=array.shape[0]),
-        block.sum(axis=1, dtype=sums_dtype),
+        block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
+        dense.sum(axis=1, dtype=sums_dtype),
         positive.sum(axis=1, dtype=np.int64),
         positive.sum(axis=0, dtype=np.int64),
     )
+
+
+class CountsWriter:
+    """Writes one assay's count arrays from row bands, in order, each a whole number of shards.
+
+    Create it, feed :meth:`write` the bands of :attr:`band_rows` rows (the last
+    may be shorter) in any order, then call :meth:`finish`, which writes
+    ``countsT`` and returns the identity and summaries. On an engine the bands
+    are written by workers, at most two per worker in flight; without one, in
+    this process. Bands are sized to the worker memory, and at most
+    ``max_band_rows`` (rounded down to whole shards and identity blocks).
+    """
+
+    def __init__(
+        self,
+        group: zarr.Group,
+        *,
+        shape: tuple[int, int],
+        dtype: np.dtype,
+        layout: CountLayout,
+        compressor: BytesBytesCodec | None,
+        engine: Engine | None = None,
+        where: str = "counts",
+        max_band_rows: int | None = None,
+    ) -> None:
+        self.group, self.shape, self.dtype = group, shape, np.dtype(dtype)
+        self.layout, self.compressor, self.engine, self.where = layout, compressor, engine, where
+        group.attrs[LAYOUT_ATTRIBUTE] = layout.to_json()
+        self.counts = _create(
+            group,
+            "counts",
+            shape=shape,
+            dtype=self.dtype,
+            layout=layout,
+            compressor=compressor,
+            dimension_names=("cell", "feature"),
+        )
+        shard_rows = self.counts.shards[0] if self.counts.shards else self.counts.chunks[0]
+        budget = engine.worker_memory() if engine is not None else 2**30
+        unit = _band_unit(shard_rows)
+        band_rows = aligned_rows(
+            budget=budget, row_bytes=max(shape[1], 1) * 8, shard_rows=unit, n_rows=shape[0]
+        )
+        if max_band_rows is not None:
+            band_rows = max(unit, min(band_rows, max_band_rows - max_band_rows % unit))
+        self.band_rows = band_rows
+        self._results: dict[int, Any] = {}
+        self._in_flight: list[Any] = []
+
+    def write(self, first_row: int, block: np.ndarray | sp.csr_matrix) -> None:
+        """Write the band starting at ``first_row`` (a multiple of :attr:`band_rows`)."""
+        rows = block.shape[0]
+        if first_row % self.band_rows or (
+            rows != self.band_rows and first_row + rows != self.shape[0]
+        ):
+            msg = f"{self.where}: band {first_row}:{first_row + rows} is not a band of {self.band_rows} rows"
+            raise ShardAlignmentError(msg)
+        if self.engine is None:
+            self._results[first_row] = _write_band(block, self.counts, first_row)
+            return
+        client = self.engine.client
+        future = client.submit(_write_band, block, self.counts, first_row, pure=False)
+        self._results[first_row] = future
+        self._in_flight.append(future)
+        limit = 2 * max(1, len(client.scheduler_info()["workers"]))
+        if len(self._in_flight) >= limit:
+            with client.as_current():
+                _, pending = wait(self._in_flight, return_when="FIRST_COMPLETED")
+            self._in_flight = list(pending)
+
+    def finish(self, *, transpose: bool) -> CountsWritten:
+        """Gather the bands' results, record the identity, and write ``countsT`` if asked."""
+        starts = sorted(self._results)
+        expected = list(range(0, self.shape[0], self.band_rows))
+        if starts != expected:
+            msg = f"{self.where}: bands written start at {starts[:5]}..., expected every multiple of {self.band_rows} below {self.shape[0]}"
+            raise ShardAlignmentError(msg)
+        if self.engine is None:
+            return self.complete([self._results[s] for s in starts], transpose=transpose)
+        with self.engine.client.as_current():
+            wait(list(self._results.values()))
+        gathered = self.engine.client.gather([self._results[s] for s in starts])
+        return self.complete(list(gathered), transpose=transpose)
+
+    def complete(self, results: Sequence[Any], *, transpose: bool) -> CountsWritten:
+        """Combine band results (in row order) into identity and summaries; write ``countsT``."""
+        n_rows, n_cols = self.shape
+        written = CountsWritten(
+            content_fingerprint=counts_fingerprint(
+                shape=self.shape, dtype=self.dtype, digests=[d for r in results for d in r[0]]
+            ),
+            row_sums=np.concatenate([r[1] for r in results]) if results else np.zeros(0),
+            row_positive=np.concatenate([r[2] for r in results])
+            if results
+            else np.zeros(0, np.int64),
+            column_positive=np.sum([r[3] for r in results], axis=0)
+            if results
+            else np.zeros(n_cols, np.int64),
+        )
+        self.counts.attrs["content_fingerprint"] = written.content_fingerprint
+        if transpose:
+            counts_t = _create(
+                self.group,
+                "countsT",
+                shape=(n_cols, n_rows),
+                dtype=self.dtype,
+                layout=self.layout,
+                compressor=self.compressor,
+                dimension_names=("feature", "cell"),
+            )
+            source = open_lazy(self.counts)
+            target = source.T.rechunk(counts_t.shards or counts_t.chunks)
+            _compute(self.engine, store_aligned(target, counts_t, where=f"{self.where}T"))
+        return written
 
 
 def _band_unit(shard_rows: int) -> int:
@@ -102,74 +231,26 @@ def write_count_arrays(
     transpose: bool = True,
     where: str = "counts",
 ) -> CountsWritten:
-    """Write ``x`` (cells x features, in its storage dtype) as ``counts`` and, if asked, ``countsT``.
+    """Write a Dask array ``x`` (cells x features, storage dtype) as ``counts`` and ``countsT``.
 
-    Parameters
-    ----------
-    group
-        The matrix group (``matrices/<assay>``); it receives the layout record.
-    x
-        The counts, already in their storage dtype with finite values.
-    layout
-        The layout policy of both arrays.
-    compressor
-        The codec after ``bytes``, or None.
-    engine
-        Where the graphs run; Dask's current scheduler when None.
-    transpose
-        Also write ``countsT`` (RNA-type assays).
-    where
-        Names the assay in errors.
+    The array's bands are computed and written by one task each (a graph, on
+    the engine or Dask's current scheduler); see :class:`CountsWriter`.
     """
-    n_rows, n_cols = x.shape
-    dtype = np.dtype(x.dtype)
-    group.attrs[LAYOUT_ATTRIBUTE] = layout.to_json()
-    counts = _create(
+    writer = CountsWriter(
         group,
-        "counts",
-        shape=(n_rows, n_cols),
-        dtype=dtype,
+        shape=(int(x.shape[0]), int(x.shape[1])),
+        dtype=np.dtype(x.dtype),
         layout=layout,
         compressor=compressor,
-        dimension_names=("cell", "feature"),
+        engine=engine,
+        where=where,
     )
-    shard_rows = counts.shards[0] if counts.shards else counts.chunks[0]
-    unit = _band_unit(shard_rows)
-    budget = engine.worker_memory() if engine is not None else 2**30
-    band = aligned_rows(budget=budget, row_bytes=max(n_cols, 1) * 8, shard_rows=unit, n_rows=n_rows)
-    x = x.rechunk((band, n_cols))
-    check_aligned(x.chunks, counts, where=where)
+    x = x.rechunk((writer.band_rows, x.shape[1]))
+    check_aligned(x.chunks, writer.counts, where=where)
     starts = np.cumsum((0, *x.chunks[0][:-1])).tolist()
-    blocks = x.to_delayed()[:, 0]
     write = delayed(_write_band, pure=False)
-    tasks = [write(b, counts, start) for b, start in zip(blocks, starts, strict=True)]
-    results = _compute(engine, *tasks)
-    digests = [d for result in results for d in result[0]]
-    written = CountsWritten(
-        content_fingerprint=counts_fingerprint(
-            shape=(n_rows, n_cols), dtype=dtype, digests=digests
-        ),
-        row_sums=np.concatenate([r[1] for r in results]) if results else np.zeros(0),
-        row_positive=np.concatenate([r[2] for r in results]) if results else np.zeros(0, np.int64),
-        column_positive=np.sum([r[3] for r in results], axis=0)
-        if results
-        else np.zeros(n_cols, np.int64),
-    )
-    counts.attrs["content_fingerprint"] = written.content_fingerprint
-    if transpose:
-        counts_t = _create(
-            group,
-            "countsT",
-            shape=(n_cols, n_rows),
-            dtype=dtype,
-            layout=layout,
-            compressor=compressor,
-            dimension_names=("feature", "cell"),
-        )
-        source = open_lazy(counts)
-        target_block = counts_t.shards or counts_t.chunks
-        _compute(engine, store_aligned(source.T.rechunk(target_block), counts_t, where=f"{where}T"))
-    return written
+    tasks = [write(b, writer.counts, s) for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)]
+    return writer.complete(_compute(engine, *tasks), transpose=transpose)
 
 
 def _compute(engine: Engine | None, *tasks: Any) -> Sequence[Any]:  # noqa: ANN401

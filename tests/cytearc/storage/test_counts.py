@@ -175,3 +175,41 @@ def test_float_counts_keep_float_identity(tmp_path: Path) -> None:
         == b.content_fingerprint
         == _reference_fingerprint(values.astype(np.float64))
     )
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool) -> None:
+    """Sparse bands fed out of order to CountsWriter give the arrays and identity of a Dask write."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    from cytearc.storage.counts import CountsWriter  # noqa: PLC0415
+
+    values = _matrix()
+    _, reference = _write(tmp_path / "a.zarr", values)
+    group = zarr.create_group(store=tmp_path / "b.zarr", zarr_format=3)
+    shutdown()
+    engine = get_engine(mem_budget="1GiB", workers=2) if on_cluster else None
+    try:
+        writer = CountsWriter(
+            group,
+            shape=values.shape,
+            dtype=np.dtype(np.uint16),
+            layout=SMALL,
+            compressor=None,
+            engine=engine,
+            max_band_rows=256,
+        )
+        starts = list(range(0, values.shape[0], writer.band_rows))
+        assert len(starts) == 5
+        for start in reversed(starts):
+            writer.write(
+                start, sp.csr_matrix(values[start : start + writer.band_rows].astype(np.int64))
+            )
+        written = writer.finish(transpose=True)
+    finally:
+        shutdown()
+    assert written.content_fingerprint == reference.content_fingerprint
+    np.testing.assert_array_equal(written.row_sums, reference.row_sums)
+    counts_t = group["countsT"]
+    assert isinstance(counts_t, zarr.Array)
+    np.testing.assert_array_equal(counts_t[:], values.T)
