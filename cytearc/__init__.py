@@ -1,11 +1,15 @@
 """CyteArc: single-cell datasets in Zarr v3 stores, analysed out of core on Dask.
 
-The storage, import and analysis layers arrive with the next issues; this
-package currently provides its version and command line.
+Import a dataset (:func:`~cytearc.io.converters.SparseToZarr` and the file
+importers), open it with :class:`DataStore`, and run the same code on a laptop
+or a cluster: every large array is a lazy Dask array whose blocks are the
+store's shards, and ``mem_budget`` sizes the engine.
 """
 
+from cytearc.datastore import DataStore
+from cytearc.io.converters import SparseToZarr
 from cytepool.cube.cube import package_version
 
 __version__ = package_version()
 
-__all__ = ["__version__"]
+__all__ = ["DataStore", "SparseToZarr", "__version__"]

@@ -106,7 +106,8 @@ class CountsWriter:
     """Writes one assay's count arrays from row bands, in order, each a whole number of shards.
 
     Create it, feed :meth:`write` the bands of :attr:`band_rows` rows (the last
-    may be shorter) in any order, then call :meth:`finish`, which writes
+    may be shorter) in any order, or :meth:`append` rows of any count in
+    order, then call :meth:`finish`, which writes
     ``countsT`` and returns the identity and summaries. On an engine the bands
     are written by workers, at most two per worker in flight; without one, in
     this process. Bands are sized to the worker memory, and at most
@@ -148,6 +149,9 @@ class CountsWriter:
         self.band_rows = band_rows
         self._results: dict[int, Any] = {}
         self._in_flight: list[Any] = []
+        self._buffer: list[np.ndarray | sp.csr_matrix] = []
+        self._buffered = 0
+        self._next_row = 0
 
     def write(self, first_row: int, block: np.ndarray | sp.csr_matrix) -> None:
         """Write the band starting at ``first_row`` (a multiple of :attr:`band_rows`)."""
@@ -170,8 +174,26 @@ class CountsWriter:
                 _, pending = wait(self._in_flight, return_when="FIRST_COMPLETED")
             self._in_flight = list(pending)
 
+    def append(self, block: np.ndarray | sp.csr_matrix) -> None:
+        """Add the next rows, in order; whole bands are written as soon as they are complete."""
+        self._buffer.append(block)
+        self._buffered += block.shape[0]
+        while self._buffered >= self.band_rows or (
+            self._buffered and self._next_row + self._buffered == self.shape[0]
+        ):
+            rows = min(self.band_rows, self._buffered)
+            band = _stack(self._buffer)
+            self.write(self._next_row, band[:rows])
+            rest = band[rows:]
+            self._buffer = [rest] if rest.shape[0] else []
+            self._buffered -= rows
+            self._next_row += rows
+
     def finish(self, *, transpose: bool) -> CountsWritten:
         """Gather the bands' results, record the identity, and write ``countsT`` if asked."""
+        if self._buffered:
+            msg = f"{self.where}: {self._buffered} rows appended after row {self._next_row} do not reach the end ({self.shape[0]})"
+            raise ShardAlignmentError(msg)
         starts = sorted(self._results)
         expected = list(range(0, self.shape[0], self.band_rows))
         if starts != expected:
@@ -214,6 +236,14 @@ class CountsWriter:
             target = source.T.rechunk(counts_t.shards or counts_t.chunks)
             _compute(self.engine, store_aligned(target, counts_t, where=f"{self.where}T"))
         return written
+
+
+def _stack(blocks: Sequence[np.ndarray | sp.csr_matrix]) -> np.ndarray | sp.csr_matrix:
+    if len(blocks) == 1:
+        return blocks[0]
+    if all(isinstance(b, np.ndarray) for b in blocks):
+        return np.concatenate(blocks, axis=0)
+    return sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")
 
 
 def _band_unit(shard_rows: int) -> int:

@@ -1,0 +1,1 @@
+"""Assay classes by type and their normalization."""

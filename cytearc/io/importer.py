@@ -1,0 +1,305 @@
+"""Writing a :class:`~cytearc.io.sources.CountSource` into a new CyteArc store.
+
+One pass over the source finds the value range of each assay (refusing NaN
+and infinity) before the destination is created; a second writes the counts,
+band by band, on the engine. The store's root attribute ``cytearc:complete``
+is set last, so an interrupted import leaves a store that never opens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+from tqdm.auto import tqdm
+from zarr.codecs import GzipCodec, ZstdCodec
+
+from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type
+from cytearc.engine.arrays import aligned_rows
+from cytearc.engine.cluster import Engine, get_engine
+from cytearc.errors import CyteArcError, MemBudgetError
+from cytearc.io.sources import CountSource, iter_bands
+from cytearc.metadata.table import write_table
+from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_values
+from cytearc.storage.counts import CountsWriter, CountsWritten
+from cytearc.storage.destinations import check_destination, create_destination
+from cytearc.storage.layout import DEFAULT_LAYOUT, CountLayout
+from cytepool.cube.encoding import utf8_str
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from pathlib import Path
+
+    import pandas as pd
+    import zarr
+
+__all__ = ["STORE_FORMAT", "STORE_FORMAT_VERSION", "ImportResult", "write_store"]
+
+STORE_FORMAT: Final = "cytearc.store"
+STORE_FORMAT_VERSION: Final = 1
+SCAN_ROWS: Final = 8192
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportResult:
+    """What an import wrote."""
+
+    path: Path
+    assays: Mapping[str, str]
+    shapes: Mapping[str, tuple[int, int]]
+    dtypes: Mapping[str, str]
+    dataset_fingerprint: str
+
+
+def _assays_of(
+    features: pd.DataFrame, split: str | Callable[[pd.DataFrame], pd.Series] | None
+) -> dict[str, np.ndarray]:
+    """Feature positions of each assay, in order of first appearance."""
+    if split is None:
+        labels = features["feature_types"].astype(str).map(assay_for_feature_type)
+    elif callable(split):
+        labels = split(features).astype(str)
+    else:
+        if split not in features.columns:
+            msg = f"assay_split_key {split!r} is not a feature column; columns are {list(features.columns)}"
+            raise CyteArcError(msg)
+        labels = features[split].astype(str).map(assay_for_feature_type)
+    return {name: np.flatnonzero((labels == name).to_numpy()) for name in dict.fromkeys(labels)}
+
+
+def _scan(
+    source: CountSource, assays: Mapping[str, np.ndarray], *, show_progress: bool
+) -> dict[str, ValueRange]:
+    ranges = {name: ValueRange(source=np.dtype(source.dtype)) for name in assays}
+    n_cells = source.shape[0]
+    bar = tqdm(total=n_cells, desc="scan counts", unit="cells", disable=not show_progress)
+    for start, band in iter_bands(source, SCAN_ROWS):
+        for name, columns in assays.items():
+            part = band[:, columns] if len(assays) > 1 else band
+            where = f"{source.location}: assay {name}, cells {start}:{start + band.shape[0]}"
+            ranges[name] = ranges[name].merge(scan_values(part.data, where=where))
+        bar.update(band.shape[0])
+    bar.close()
+    return ranges
+
+
+def _fit_layout(
+    layout: CountLayout,
+    *,
+    shape: tuple[int, int],
+    dtype: np.dtype,
+    budget: int,
+    explicit: bool,
+    where: str,
+) -> CountLayout:
+    """``layout`` when its counts bands and countsT shards fit a worker, else a refusal naming the halving that fits."""
+
+    def fits(policy: CountLayout) -> bool:
+        for array_shape in (shape, (shape[1], shape[0])):
+            geometry = policy.array_layout(array_shape, itemsize=dtype.itemsize)
+            row_bytes = max(array_shape[1], 1) * 8
+            try:
+                aligned_rows(
+                    budget=budget,
+                    row_bytes=row_bytes,
+                    shard_rows=geometry.shards[0],
+                    n_rows=array_shape[0],
+                )
+            except MemBudgetError:
+                return False
+        return True
+
+    if fits(layout):
+        return layout
+    candidate = layout.halved()
+    while not fits(candidate) and candidate.chunk_bytes > 1:
+        candidate = candidate.halved()
+    hint = (
+        f"the largest halving that fits is {candidate.to_json()}"
+        if fits(candidate)
+        else "no halving fits"
+    )
+    kind = "the given layout" if explicit else "the default layout"
+    msg = (
+        f"{where}: {kind} {layout.to_json()} does not fit a worker's memory ({budget} bytes); "
+        f"{hint}: pass layout=CountLayout(...) with it, or raise mem_budget"
+    )
+    raise MemBudgetError(msg)
+
+
+def _table_digest(table: pd.DataFrame, columns: tuple[str, ...]) -> bytes:
+    h = hashlib.sha256()
+    for name in columns:
+        h.update(utf8_str(name))
+        for value in table[name].astype(str):
+            h.update(utf8_str(value))
+    return h.digest()
+
+
+def dataset_fingerprint(
+    cells: pd.DataFrame, features: Mapping[str, pd.DataFrame], counts: Mapping[str, str]
+) -> str:
+    """SHA-256 over the cell ids, each assay's feature ids and names, and its counts fingerprint."""
+    h = hashlib.sha256(b"cytearc dataset fingerprint 1\n")
+    h.update(_table_digest(cells, ("ids",)))
+    for name in sorted(features):
+        h.update(utf8_str(name))
+        h.update(_table_digest(features[name], ("ids", "names")))
+        h.update(utf8_str(counts[name]))
+    return "sha256:" + h.hexdigest()
+
+
+def _compressor(compression: str | None) -> GzipCodec | ZstdCodec | None:
+    match compression:
+        case "gzip":
+            return GzipCodec(level=1)
+        case "zstd":
+            return ZstdCodec(level=3)
+        case None:
+            return None
+    msg = f"compression: expected 'gzip', 'zstd' or None, found {compression!r}"
+    raise CyteArcError(msg)
+
+
+def _write_summaries(group: zarr.Group, written: CountsWritten) -> None:
+    summaries = group.create_group(
+        "countSummaries", attributes={"source_fingerprint": written.content_fingerprint}
+    )
+    for name, values, dim in (
+        ("rowSums", written.row_sums, "cell"),
+        ("rowPositive", written.row_positive, "cell"),
+        ("columnPositive", written.column_positive, "feature"),
+    ):
+        array = summaries.create_array(
+            name=name,
+            shape=values.shape,
+            dtype=values.dtype,
+            chunks=(max(1, min(len(values), 1 << 20)),),
+            dimension_names=(dim,),
+        )
+        if len(values):
+            array[:] = values
+
+
+def write_store(
+    source: CountSource,
+    destination: str | Path,
+    *,
+    assay_split_key: str | Callable[[pd.DataFrame], pd.Series] | None = None,
+    assay_types: Mapping[str, str] | None = None,
+    layout: CountLayout | None = None,
+    compression: str | None = "gzip",
+    overwrite: bool = False,
+    mem_budget: str | int | float | None = None,
+    workers: int | str | None = None,
+    cluster: object = None,
+    engine: Engine | None = None,
+    show_progress: bool = True,
+) -> ImportResult:
+    """Import ``source`` into a new store at ``destination``.
+
+    Parameters
+    ----------
+    source
+        The counts and tables to import.
+    destination
+        A local directory (created; see :mod:`cytearc.storage.destinations`).
+    assay_split_key
+        The feature column naming each feature's assay (10x ``feature_types``
+        by default: Gene Expression → RNA, Antibody Capture → ADT, Peaks →
+        ATAC, others by name), or a function of the feature table.
+    assay_types
+        Presets of the assays, when their names are not presets.
+    layout
+        The layout policy (default: :data:`~cytearc.storage.layout.DEFAULT_LAYOUT`).
+    compression
+        ``"gzip"`` (default), ``"zstd"`` or None.
+    overwrite
+        Replace an unprepared CyteArc store at ``destination``.
+    mem_budget, workers, cluster, engine
+        Where and with how much memory the write runs (see :mod:`cytearc.engine`).
+    show_progress
+        Progress bars for the scan and the write.
+    """
+    path = check_destination(destination, overwrite=overwrite)
+    engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
+    codec = _compressor(compression)
+    n_cells, _ = source.shape
+    features = source.features.reset_index(drop=True)
+    assays = _assays_of(features, assay_split_key)
+    types = {
+        name: resolve_assay_type(name, explicit=(assay_types or {}).get(name), where=str(path))
+        for name in assays
+    }
+    ranges = _scan(source, assays, show_progress=show_progress)
+    dtypes = {name: resolve_count_dtype(ranges[name]) for name in assays}
+    layouts = {
+        name: _fit_layout(
+            layout or DEFAULT_LAYOUT,
+            shape=(n_cells, len(cols)),
+            dtype=dtypes[name],
+            budget=engine.worker_memory(),
+            explicit=layout is not None,
+            where=f"{path}: assay {name}",
+        )
+        for name, cols in assays.items()
+    }
+    root = create_destination(path, overwrite=overwrite)
+    root.attrs.update(
+        {
+            "cytearc:format": STORE_FORMAT,
+            "cytearc:formatVersion": STORE_FORMAT_VERSION,
+            "cytearc:complete": False,
+            "assayTypes": types,
+        }
+    )
+    write_table(
+        root.create_group("cellData"),
+        source.cells.reset_index(drop=True),
+        dimension="cell",
+        where=f"{path}/cellData",
+    )
+    matrices = root.create_group("matrices")
+    writers = {}
+    feature_tables = {}
+    for name, cols in assays.items():
+        assay = root.create_group(name, attributes={"is_assay": True})
+        feature_tables[name] = features.iloc[cols].reset_index(drop=True)
+        write_table(
+            assay.create_group("featureData"),
+            feature_tables[name],
+            dimension="feature",
+            where=f"{path}/{name}/featureData",
+        )
+        writers[name] = CountsWriter(
+            matrices.create_group(name),
+            shape=(n_cells, len(cols)),
+            dtype=dtypes[name],
+            layout=layouts[name],
+            compressor=codec,
+            engine=engine,
+            where=f"{path}/matrices/{name}",
+        )
+    band_rows = min(w.band_rows for w in writers.values())
+    bar = tqdm(total=n_cells, desc="write counts", unit="cells", disable=not show_progress)
+    for _, band in iter_bands(source, band_rows):
+        for name, cols in assays.items():
+            writers[name].append(band[:, cols] if len(assays) > 1 else band)
+        bar.update(band.shape[0])
+    bar.close()
+    fingerprints = {}
+    for name, writer in writers.items():
+        written = writer.finish(transpose=types[name] in RNA_TYPES)
+        _write_summaries(matrices[name], written)  # type: ignore[arg-type]
+        fingerprints[name] = written.content_fingerprint
+    fingerprint = dataset_fingerprint(source.cells, feature_tables, fingerprints)
+    root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
+    return ImportResult(
+        path=path,
+        assays=types,
+        shapes={name: (n_cells, len(cols)) for name, cols in assays.items()},
+        dtypes={name: str(dtype) for name, dtype in dtypes.items()},
+        dataset_fingerprint=fingerprint,
+    )
