@@ -165,7 +165,8 @@ class CountsWriter:
             self._results[first_row] = _write_band(block, self.counts, first_row)
             return
         client = self.engine.client
-        future = client.submit(_write_band, block, self.counts, first_row, pure=False)
+        data = client.scatter(block, hash=False)
+        future = client.submit(_write_band, data, self.counts, first_row, pure=False)
         self._results[first_row] = future
         self._in_flight.append(future)
         limit = 2 * max(1, len(client.scheduler_info()["workers"]))
@@ -283,7 +284,7 @@ def write_count_arrays(
     return writer.complete(_compute(engine, *tasks), transpose=transpose)
 
 
-def _compute(engine: Engine | None, *tasks: Any) -> Sequence[Any]:  # noqa: ANN401
+def _compute(engine: Engine | None, *tasks: Any) -> Sequence[Any]:
     if engine is not None:
         return engine.compute(*tasks)
     return tuple(dask_compute(*tasks))
