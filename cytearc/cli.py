@@ -1,9 +1,15 @@
-"""The ``cytearc`` command line."""
+"""The ``cytearc`` command line: ``import`` and ``info``.
+
+Exit codes: 0 success, 1 the import or open failed (the message says why),
+2 usage errors.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import json
+import sys
+from typing import TYPE_CHECKING, Any
 
 from cytearc import __version__
 
@@ -13,12 +19,116 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+def _import(args: argparse.Namespace) -> int:
+    from cytearc.io.detect import import_data  # noqa: PLC0415
+
+    options: dict[str, Any] = {
+        "mem_budget": args.mem_budget,
+        "workers": args.workers,
+        "overwrite": args.overwrite,
+        "compression": None if args.compression == "none" else args.compression,
+    }
+    for name in ("genome", "layer", "orientation", "assay_split_key"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    result = import_data(args.source, args.destination, **options)
+    doc = {
+        "path": str(result.path),
+        "assays": dict(result.assays),
+        "shapes": {k: list(v) for k, v in result.shapes.items()},
+        "dtypes": dict(result.dtypes),
+        "datasetFingerprint": result.dataset_fingerprint,
+    }
+    print(
+        json.dumps(doc, indent=2)
+        if args.json
+        else f"imported {args.source} into {result.path}: "
+        + ", ".join(
+            f"{a} ({t}) {result.shapes[a][0]} x {result.shapes[a][1]} {result.dtypes[a]}"
+            for a, t in result.assays.items()
+        )
+    )
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+
+    ds = DataStore(args.store)
+    doc: dict[str, Any] = {
+        "path": ds.where,
+        "cells": ds.cells.n_rows,
+        "datasetFingerprint": ds.dataset_fingerprint,
+        "cellColumns": ds.cells.columns,
+        "assays": {
+            name: {
+                "type": assay.assayType,
+                "shape": list(assay.counts.shape),
+                "dtype": str(assay.counts.dtype),
+                "layout": assay.layout.to_json(),
+                "shards": list(assay._counts.shards or ()),
+                "countsT": assay._counts_t is not None,
+                "contentFingerprint": assay.content_fingerprint,
+            }
+            for name, assay in ds.assays.items()
+        },
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(f"store {doc['path']}: {doc['cells']} cells, dataset {doc['datasetFingerprint']}")
+    for name, a in doc["assays"].items():
+        print(
+            f"  {name} ({a['type']}): {a['shape'][0]} x {a['shape'][1]} {a['dtype']}, shards {a['shards']}, layout {a['layout']}, countsT {'yes' if a['countsT'] else 'no'}"
+        )
+        print(f"    counts {a['contentFingerprint']}")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
     )
     parser.add_argument("--version", action="version", version=f"cytearc {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("import", help="import 10x (h5 or mtx folder), H5AD or CSV into a new store")
+    p.add_argument("source")
+    p.add_argument("destination")
+    p.add_argument(
+        "--mem-budget",
+        default=None,
+        help="worker memory in all, e.g. 4G (default: half the memory)",
+    )
+    p.add_argument("--workers", type=int, default=None, help="worker processes")
+    p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
+    p.add_argument("--overwrite", action="store_true", help="replace an unprepared CyteArc store")
+    p.add_argument("--genome", default=None, help="genome of a Cell Ranger v2 .h5 file")
+    p.add_argument("--layer", default=None, help="H5AD layer instead of X")
+    p.add_argument("--orientation", choices=["cells_x_features", "features_x_cells"], default=None)
+    p.add_argument(
+        "--assay-split-key", default=None, help="feature column naming each feature's assay"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_import)
+    p = sub.add_parser(
+        "info", help="assays, types, shapes, dtypes, layout and fingerprints of a store"
+    )
+    p.add_argument("store")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.run(args)
+    except (ValueError, OSError) as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -60,7 +60,7 @@ class Engine:
             raise EngineConfigError(msg)
         return int(min(limits))
 
-    def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:  # noqa: ANN401
+    def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
         """Compute Dask collections on this engine; every task has ended when it returns."""
         with self.client.as_current():
             futures = self.client.compute(list(collections))

@@ -26,7 +26,7 @@ __all__ = ["SparseToZarr", "ToZarr"]
 class ToZarr:
     """Writes a :class:`~cytearc.io.sources.CountSource` to ``zarr_loc`` on :meth:`dump`."""
 
-    def __init__(self, source: CountSource, zarr_loc: str | Path, **options: Any) -> None:  # noqa: ANN401
+    def __init__(self, source: CountSource, zarr_loc: str | Path, **options: Any) -> None:
         self.source = source
         self.zarr_loc = zarr_loc
         self.options = options
@@ -53,8 +53,8 @@ class SparseToZarr(ToZarr):
     >>> cells = pd.DataFrame({"ids": [f"c{i}" for i in range(50)]})
     >>> features = pd.DataFrame({"ids": [f"g{i}" for i in range(20)], "names": [f"G{i}" for i in range(20)]})
     >>> with tempfile.TemporaryDirectory() as d:
-    ...     result = SparseToZarr(matrix.floor(), cells=cells, features=features, zarr_loc=f"{d}/ds.zarr",
-    ...                           mem_budget="1GiB", workers=1, show_progress=False).dump()
+    ...     result = SparseToZarr(matrix.floor(), cells=cells, features=features,
+    ...                           zarr_loc=f"{d}/ds.zarr", show_progress=False).dump()
     ...     DataStore(result.path).RNA.counts.shape
     (50, 20)
     """
@@ -66,7 +66,7 @@ class SparseToZarr(ToZarr):
         cells: pd.DataFrame,
         features: pd.DataFrame,
         zarr_loc: str | Path,
-        **options: Any,  # noqa: ANN401
+        **options: Any,
     ) -> None:
         features = features.copy()
         if "feature_types" not in features.columns:

@@ -1,0 +1,237 @@
+"""Dense count tables in CSV (or any delimited text), read in bands of cells.
+
+The table has a header row of ids and a column of ids. It is parsed once, in
+chunks of rows, when the source is opened: each chunk is checked to hold only
+numbers and its non-zero entries are bucketed by band of cells into files in
+a temporary directory (transposed first when features are the rows), which
+``close`` removes. Values are int64 when every entry is an integer and
+float64 otherwise; text such as ``nan``, ``inf`` or an empty field is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal, Self
+
+import numpy as np
+import pandas as pd
+
+from cytearc.io.bands import (
+    DEFAULT_BAND_ROWS,
+    GENE_EXPRESSION,
+    BandBuckets,
+    check_band,
+    check_unique_cells,
+)
+from cytearc.io.sources import SourceFormatError
+
+if TYPE_CHECKING:
+    import os
+
+    import scipy.sparse as sp
+
+__all__ = ["CsvSource", "Orientation"]
+
+Orientation = Literal["cells_x_features", "features_x_cells"]
+CHUNK_VALUES: Final = 1 << 22
+"""Table fields parsed per chunk."""
+
+
+class CsvSource:
+    r"""A dense table of counts, cells x features or features x cells, read in bands of cells.
+
+    Parameters
+    ----------
+    path
+        The table (compressed files are read as pandas infers from the suffix).
+    orientation
+        ``"cells_x_features"`` when rows are cells, ``"features_x_cells"``
+        when rows are features.
+    sep
+        The field delimiter.
+    index_col
+        The position of the column of row ids; the header's field there names
+        that column and is not an id.
+    band_rows
+        Cells per on-disk bucket; any band can be read whatever this is.
+
+    Raises
+    ------
+    SourceFormatError
+        If a field is not a number (naming the file, line, row and column),
+        a row has more fields than the header, or cell ids repeat.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = pathlib.Path(folder) / "counts.csv"
+    ...     _ = path.write_text("cell,CD3E,MS4A1\nAAAC-1,3,0\nAAAG-1,0,7\n")
+    ...     with CsvSource(path) as source:
+    ...         source.shape, source.dtype, source.read_band(1, 2).toarray().tolist()
+    ((2, 2), dtype('int64'), [[0, 7]])
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        orientation: Orientation = "cells_x_features",
+        sep: str = ",",
+        index_col: int = 0,
+        band_rows: int = DEFAULT_BAND_ROWS,
+    ) -> None:
+        if orientation not in {"cells_x_features", "features_x_cells"}:
+            msg = (
+                f"orientation must be 'cells_x_features' or 'features_x_cells', got {orientation!r}"
+            )
+            raise ValueError(msg)
+        self._path = Path(path)
+        self._sep = sep
+        self._index_col = index_col
+        header = self._read_header()
+        column_ids = np.asarray([field for i, field in enumerate(header) if i != index_col], object)
+        self._buckets = BandBuckets(band_rows=band_rows)
+        try:
+            row_ids, self._dtype = self._fill(
+                len(header), column_ids, transpose=orientation == "features_x_cells"
+            )
+            cell_ids, feature_ids = (
+                (row_ids, column_ids)
+                if orientation == "cells_x_features"
+                else (column_ids, row_ids)
+            )
+            check_unique_cells(cell_ids, str(self._path))
+        except BaseException:
+            self._buckets.close()
+            raise
+        self._cells = pd.DataFrame({"ids": cell_ids})
+        self._features = pd.DataFrame(
+            {
+                "ids": feature_ids,
+                "names": feature_ids,
+                "feature_types": np.full(feature_ids.size, GENE_EXPRESSION, dtype=object),
+            }
+        )
+
+    def _read_header(self) -> list[str]:
+        try:
+            first = pd.read_csv(
+                self._path, sep=self._sep, header=None, nrows=1, dtype=str, na_filter=False
+            )
+        except FileNotFoundError as error:
+            msg = f"{self._path}: no such file; give the CSV table of counts"
+            raise SourceFormatError(msg) from error
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+            msg = f"{self._path}: cannot read a header row of ids ({error})"
+            raise SourceFormatError(msg) from error
+        header = [str(field) for field in first.iloc[0].tolist()]
+        if not 0 <= self._index_col < len(header):
+            msg = (
+                f"{self._path}: index_col={self._index_col} but the header has {len(header)} fields"
+            )
+            raise SourceFormatError(msg)
+        return header
+
+    def _fill(
+        self, n_fields: int, column_ids: np.ndarray, *, transpose: bool
+    ) -> tuple[np.ndarray, np.dtype]:
+        """Parse the table into the buckets; return the row ids and the value dtype."""
+        reader = pd.read_csv(
+            self._path,
+            sep=self._sep,
+            header=None,
+            skiprows=1,
+            names=list(range(n_fields)),
+            index_col=self._index_col,
+            dtype={self._index_col: str},
+            na_filter=False,
+            float_precision="round_trip",
+            chunksize=max(1, CHUNK_VALUES // n_fields),
+        )
+        ids: list[np.ndarray] = []
+        dtype = np.dtype(np.int64)
+        offset = 0
+        with reader:
+            while True:
+                try:
+                    chunk = next(reader)
+                except StopIteration:
+                    break
+                except (pd.errors.ParserError, ValueError) as error:
+                    msg = f"{self._path}: a row does not have the {n_fields} fields of the header ({error})"
+                    raise SourceFormatError(msg) from error
+                values = self._numbers(chunk, column_ids, offset)
+                dtype = np.promote_types(dtype, values.dtype)
+                rows, cols = np.nonzero(values)
+                if transpose:
+                    self._buckets.add(cols.astype(np.int64), rows + offset, values[rows, cols])
+                else:
+                    self._buckets.add(rows + offset, cols.astype(np.int64), values[rows, cols])
+                ids.append(chunk.index.to_numpy(dtype=object))
+                offset += len(chunk)
+        row_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=object)
+        return row_ids, dtype
+
+    def _numbers(self, chunk: pd.DataFrame, column_ids: np.ndarray, offset: int) -> np.ndarray:
+        """The chunk's values as one numeric array; a non-number raises naming its cell."""
+        for position, dtype in enumerate(chunk.dtypes):
+            column = chunk.iloc[:, position]
+            if dtype.kind in "iu":
+                continue
+            if dtype.kind == "f":
+                bad = np.flatnonzero(~np.isfinite(column.to_numpy()))
+            elif dtype.kind == "b":
+                bad = np.zeros(1, dtype=np.int64)
+            else:
+                parsed = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+                bad = np.flatnonzero(~np.isfinite(parsed))
+                if bad.size == 0:
+                    msg = f"{self._path}: column {column_ids[position]!r} holds a number beyond 64 bits between lines {offset + 2} and {offset + len(chunk) + 1}"
+                    raise SourceFormatError(msg)
+            if bad.size:
+                row = int(bad[0])
+                msg = f"{self._path}: line {offset + row + 2}, row {chunk.index[row]!r}, column {column_ids[position]!r} holds {str(column.iat[row])!r}, not a finite number; a count table holds numbers only"
+                raise SourceFormatError(msg)
+        result = np.result_type(*chunk.dtypes) if len(chunk.columns) else np.dtype(np.int64)
+        return chunk.to_numpy(dtype=result)
+
+    @property
+    def location(self) -> str:
+        """The file read."""
+        return str(self._path)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (len(self._cells), len(self._features))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """int64 when every value is an integer, else float64."""
+        return self._dtype
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """``ids``: the row ids, or the header's ids when features are the rows."""
+        return self._cells
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """``ids`` and ``names`` (both the table's feature ids) and ``feature_types``."""
+        return self._features
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Cells ``start:stop``, from the buckets they overlap."""
+        check_band(start, stop, self.shape[0], self.location)
+        return self._buckets.read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+
+    def close(self) -> None:
+        """Remove the buckets."""
+        self._buckets.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,392 @@
+"""H5AD files (AnnData on HDF5), read with h5py in bands of cells.
+
+``X`` or a layer is read as stored: a dense 2-D dataset by rows, a CSR group
+by slicing ``indptr``, and a CSC group (whose every column holds cells of
+any band) by bucketing its columns, on first use, into files by band of
+cells in a temporary directory that ``close`` removes. ``obs`` and ``var``
+are decoded from AnnData's element encodings (``dataframe``,
+``string-array``, ``categorical``, ``nullable-*`` and the pre-0.7
+``__categories`` layout).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Self
+
+import h5py
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from cytearc.io.bands import (
+    CHUNK_ENTRIES,
+    DEFAULT_BAND_ROWS,
+    GENE_EXPRESSION,
+    BandBuckets,
+    canonical_band,
+    check_band,
+    check_band_rows,
+    check_unique_cells,
+    read_compressed_rows,
+)
+from cytearc.io.sources import SourceFormatError
+
+if TYPE_CHECKING:
+    import os
+
+__all__ = ["H5adSource"]
+
+NAME_COLUMNS: Final = ("gene_symbols", "feature_name", "name")
+"""``var`` columns that name features, in order of preference; else the index names them."""
+TYPE_COLUMNS: Final = ("feature_types", "feature_type")
+"""``var`` columns that type features; else they are "Gene Expression"."""
+
+_Column = np.ndarray | pd.Categorical | pd.api.extensions.ExtensionArray
+
+
+def _attr_text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _encoding(node: h5py.Dataset | h5py.Group) -> str | None:
+    value = node.attrs.get("encoding-type")
+    return None if value is None else _attr_text(value)
+
+
+def _where(node: h5py.Dataset | h5py.Group) -> str:
+    return f"{node.file.filename}: {node.name}"
+
+
+def _strings(dataset: h5py.Dataset) -> np.ndarray:
+    return np.asarray(dataset.asstr()[()], dtype=object)
+
+
+def _read_array(dataset: h5py.Dataset) -> np.ndarray:
+    if dataset.ndim != 1:
+        msg = f"{_where(dataset)}: a column must be 1-D, found shape {dataset.shape}"
+        raise SourceFormatError(msg)
+    if h5py.check_string_dtype(dataset.dtype) is not None:
+        return _strings(dataset)
+    values: np.ndarray = dataset[()]
+    if values.dtype.kind not in "biuf":
+        msg = f"{_where(dataset)}: a column of {values.dtype} is not supported"
+        raise SourceFormatError(msg)
+    return values
+
+
+def _categorical(
+    codes: h5py.Dataset, categories: h5py.Dataset, *, ordered: object
+) -> pd.Categorical:
+    values = _read_array(codes)
+    if values.dtype.kind not in "iu":
+        msg = f"{_where(codes)}: categorical codes must be integers, found {values.dtype}"
+        raise SourceFormatError(msg)
+    dtype = pd.CategoricalDtype(pd.Index(_read_array(categories)), ordered=bool(ordered))
+    return pd.Categorical.from_codes(values.astype(np.int64), dtype=dtype)
+
+
+def _read_column(node: h5py.Dataset | h5py.Group) -> _Column:
+    """One ``obs`` or ``var`` column, decoded from its AnnData encoding."""
+    encoding = _encoding(node)
+    if isinstance(node, h5py.Dataset):
+        if "categories" in node.attrs:
+            categories = node.parent[node.attrs["categories"]]
+            return _categorical(node, categories, ordered=categories.attrs.get("ordered", False))
+        if encoding in {None, "array", "string-array"}:
+            return _read_array(node)
+    elif encoding == "categorical":
+        return _categorical(
+            node["codes"], node["categories"], ordered=node.attrs.get("ordered", False)
+        )
+    elif encoding in {"nullable-integer", "nullable-boolean", "nullable-string-array"}:
+        values, mask = _read_array(node["values"]), _read_array(node["mask"]).astype(bool)
+        if encoding == "nullable-integer":
+            return pd.arrays.IntegerArray(values, mask)
+        if encoding == "nullable-boolean":
+            return pd.arrays.BooleanArray(values.astype(bool), mask)
+        strings = pd.array(values, dtype=pd.StringDtype())
+        strings[mask] = pd.NA
+        return strings
+    msg = f"{_where(node)}: the encoding {encoding!r} is not supported in a table; store the column as an array, string array, categorical or nullable array"
+    raise SourceFormatError(msg)
+
+
+def _read_dataframe(group: h5py.Group) -> tuple[np.ndarray, dict[str, _Column]]:
+    """The index and the columns of an ``obs`` or ``var`` dataframe, in column order."""
+    where = _where(group)
+    if not isinstance(group, h5py.Group) or "_index" not in group.attrs:
+        msg = f"{where}: not an AnnData dataframe (a group with an _index attribute)"
+        raise SourceFormatError(msg)
+    index_key = _attr_text(group.attrs["_index"])
+    order = group.attrs.get("column-order", [])
+    columns = [_attr_text(name) for name in np.atleast_1d(np.asarray(order)).tolist()]
+    for key in (index_key, *columns):
+        if key not in group:
+            msg = f"{where}: the column {key!r} named by its attributes is missing"
+            raise SourceFormatError(msg)
+    index_node = group[index_key]
+    if (
+        not isinstance(index_node, h5py.Dataset)
+        or h5py.check_string_dtype(index_node.dtype) is None
+    ):
+        msg = f"{where}/{index_key}: the index must be a string array"
+        raise SourceFormatError(msg)
+    index = _strings(index_node)
+    read = {key: _read_column(group[key]) for key in columns}
+    for key, values in read.items():
+        if len(values) != index.size:
+            msg = f"{where}/{key}: {len(values)} values for {index.size} rows"
+            raise SourceFormatError(msg)
+    return index, read
+
+
+def _as_strings(values: _Column, where: str) -> np.ndarray:
+    strings = np.asarray(pd.Series(values).astype(object), dtype=object)
+    bad = [i for i, value in enumerate(strings) if not isinstance(value, str)]
+    if bad:
+        msg = f"{where}: row {bad[0]} holds {strings[bad[0]]!r}; feature names and types must be strings without missing values"
+        raise SourceFormatError(msg)
+    return strings
+
+
+def _table(first: dict[str, np.ndarray], rest: dict[str, _Column], where: str) -> pd.DataFrame:
+    for key in rest:
+        if key in first:
+            msg = f"{where}: the column {key!r} collides with the table's own {key!r} column; rename it before import"
+            raise SourceFormatError(msg)
+    return pd.DataFrame({**first, **rest})
+
+
+class H5adSource:
+    """``X`` or a layer of an H5AD file, with ``obs`` and ``var``, read in bands of cells.
+
+    ``cells`` holds ``ids`` (the ``obs`` index) then the ``obs`` columns.
+    ``features`` holds ``ids`` (the ``var`` index), ``names`` (the first
+    ``var`` column of :data:`NAME_COLUMNS`, else the ids), ``feature_types``
+    (from :data:`TYPE_COLUMNS`, else "Gene Expression"), then the other
+    ``var`` columns. Categorical columns are :class:`pandas.Categorical` and
+    nullable ones pandas' nullable dtypes.
+
+    Parameters
+    ----------
+    path
+        The ``.h5ad`` file.
+    layer
+        The layer to read instead of ``X``.
+    band_rows
+        Cells per on-disk bucket when the matrix is CSC.
+
+    Raises
+    ------
+    SourceFormatError
+        If the matrix or a table column has an unsupported encoding, the
+        layer is missing, or the tables do not match the matrix.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layer: str | None = None,
+        band_rows: int = DEFAULT_BAND_ROWS,
+    ) -> None:
+        check_band_rows(band_rows)
+        self._path = Path(path)
+        try:
+            self._file = h5py.File(self._path, "r")
+        except OSError as error:
+            msg = f"{self._path}: cannot open as an HDF5 file ({error}); give an .h5ad file"
+            raise SourceFormatError(msg) from error
+        self._band_rows = band_rows
+        self._buckets: BandBuckets | None = None
+        try:
+            self._open(layer)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _open(self, layer: str | None) -> None:
+        self._matrix = self._matrix_node(layer)
+        self._key = str(self._matrix.name)
+        if isinstance(self._matrix, h5py.Dataset):
+            self._format = "dense"
+            if self._matrix.ndim != 2:
+                msg = f"{self._path}: {self._key} has shape {self._matrix.shape}; a count matrix is 2-D"
+                raise SourceFormatError(msg)
+            shape = tuple(int(n) for n in self._matrix.shape)
+            stored = self._matrix
+        else:
+            self._format, shape = self._sparse_layout(self._matrix)
+            for key in ("data", "indices", "indptr"):
+                if key not in self._matrix:
+                    msg = f"{self._path}: {self._key}/{key} is missing; the sparse matrix is incomplete"
+                    raise SourceFormatError(msg)
+            stored = self._matrix["data"]
+            if self._matrix["indices"].shape != stored.shape:
+                msg = f"{self._path}: {self._key}/indices has {self._matrix['indices'].shape[0]} entries for {stored.shape[0]} values"
+                raise SourceFormatError(msg)
+        self._dtype: np.dtype = np.dtype(stored.dtype)
+        if self._dtype.kind not in "biuf":
+            msg = f"{self._path}: {self._key} holds {self._dtype} values; counts are numbers"
+            raise SourceFormatError(msg)
+        self._cells = self._read_cells()
+        self._features = self._read_features()
+        if shape != (len(self._cells), len(self._features)):
+            msg = f"{self._path}: {self._key} is {shape[0]} x {shape[1]} but obs has {len(self._cells)} rows and var {len(self._features)}"
+            raise SourceFormatError(msg)
+        if self._format == "csr":
+            pointers = self._matrix["indptr"].shape[0]
+            if pointers != shape[0] + 1:
+                msg = f"{self._path}: {self._key}/indptr has {pointers} entries for {shape[0]} rows"
+                raise SourceFormatError(msg)
+
+    def _matrix_node(self, layer: str | None) -> h5py.Dataset | h5py.Group:
+        if layer is None:
+            if "X" not in self._file:
+                msg = f"{self._path}: the file has no X; choose a layer with layer="
+                raise SourceFormatError(msg)
+            key = "X"
+        else:
+            layers = self._file.get("layers")
+            available = sorted(layers) if isinstance(layers, h5py.Group) else []
+            if layer not in available:
+                msg = f"{self._path}: no layer {layer!r}; the file has the layers {available}"
+                raise SourceFormatError(msg)
+            key = f"layers/{layer}"
+        node: h5py.Dataset | h5py.Group = self._file[key]
+        return node
+
+    def _sparse_layout(self, group: h5py.Group) -> tuple[str, tuple[int, int]]:
+        encoding = _encoding(group)
+        if encoding is None and "h5sparse_format" in group.attrs:
+            encoding = f"{_attr_text(group.attrs['h5sparse_format'])}_matrix"
+        if encoding not in {"csr_matrix", "csc_matrix"}:
+            msg = f"{self._path}: {self._key} has the encoding {encoding!r}; a csr_matrix, csc_matrix or dense array is needed"
+            raise SourceFormatError(msg)
+        shape = group.attrs.get("shape", group.attrs.get("h5sparse_shape"))
+        if shape is None or len(shape) != 2:
+            msg = f"{self._path}: {self._key} has no 2-D shape attribute"
+            raise SourceFormatError(msg)
+        return encoding.removesuffix("_matrix"), (int(shape[0]), int(shape[1]))
+
+    def _read_cells(self) -> pd.DataFrame:
+        if "obs" not in self._file:
+            msg = f"{self._path}: obs is missing"
+            raise SourceFormatError(msg)
+        ids, columns = _read_dataframe(self._file["obs"])
+        check_unique_cells(ids, f"{self._path}: obs index")
+        return _table({"ids": ids}, columns, f"{self._path}: obs")
+
+    def _read_features(self) -> pd.DataFrame:
+        if "var" not in self._file:
+            msg = f"{self._path}: var is missing"
+            raise SourceFormatError(msg)
+        ids, columns = _read_dataframe(self._file["var"])
+        where = f"{self._path}: var"
+        name_key = next((key for key in NAME_COLUMNS if key in columns), None)
+        type_key = next((key for key in TYPE_COLUMNS if key in columns), None)
+        first = {
+            "ids": ids,
+            "names": ids if name_key is None else _as_strings(columns.pop(name_key), where),
+            "feature_types": (
+                np.full(ids.size, GENE_EXPRESSION, dtype=object)
+                if type_key is None
+                else _as_strings(columns.pop(type_key), f"{where}/{type_key}")
+            ),
+        }
+        return _table(first, columns, where)
+
+    @property
+    def location(self) -> str:
+        """The file read."""
+        return str(self._path)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (len(self._cells), len(self._features))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the stored values."""
+        return self._dtype
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """``ids`` then the ``obs`` columns."""
+        return self._cells
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """``ids``, ``names``, ``feature_types``, then the other ``var`` columns."""
+        return self._features
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Cells ``start:stop``: their rows of a dense or CSR matrix, or their CSC buckets."""
+        check_band(start, stop, self.shape[0], self.location)
+        if not self._file.id.valid:
+            msg = f"{self.location}: the source is closed"
+            raise ValueError(msg)
+        if self._format == "dense":
+            return canonical_band(sp.csr_matrix(np.asarray(self._matrix[start:stop])))
+        if self._format == "csr":
+            return canonical_band(
+                read_compressed_rows(
+                    self._matrix["data"],
+                    self._matrix["indices"],
+                    self._matrix["indptr"],
+                    start=start,
+                    stop=stop,
+                    n_cols=self.shape[1],
+                    where=f"{self.location}: {self._key}",
+                )
+            )
+        return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+
+    def _bucketed(self) -> BandBuckets:
+        if self._buckets is not None:
+            return self._buckets
+        buckets = BandBuckets(band_rows=self._band_rows)
+        try:
+            self._fill(buckets)
+        except BaseException:
+            buckets.close()
+            raise
+        self._buckets = buckets
+        return buckets
+
+    def _fill(self, buckets: BandBuckets) -> None:
+        n_cells, n_features = self.shape
+        where = f"{self.location}: {self._key}"
+        pointers = np.asarray(self._matrix["indptr"][()], dtype=np.int64)
+        data, indices = self._matrix["data"], self._matrix["indices"]
+        if pointers.size != n_features + 1 or np.any(np.diff(pointers) < 0):
+            msg = f"{where}/indptr is not {n_features + 1} non-decreasing offsets"
+            raise SourceFormatError(msg)
+        column = 0
+        while column < n_features:
+            end = int(np.searchsorted(pointers, pointers[column] + CHUNK_ENTRIES, side="right"))
+            end = min(max(end - 1, column + 1), n_features)
+            first, last = int(pointers[column]), int(pointers[end])
+            cells = np.asarray(indices[first:last], dtype=np.int64)
+            if cells.size and (cells.min() < 0 or cells.max() >= n_cells):
+                msg = f"{where}: columns {column}:{end} hold row indices outside 0:{n_cells}"
+                raise SourceFormatError(msg)
+            features = np.repeat(
+                np.arange(column, end, dtype=np.int64), np.diff(pointers[column : end + 1])
+            )
+            buckets.add(cells, features, np.asarray(data[first:last]))
+            column = end
+
+    def close(self) -> None:
+        """Close the file and remove any buckets."""
+        self._file.close()
+        if self._buckets is not None:
+            self._buckets.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,520 @@
+"""10x Genomics count matrices: Cell Ranger HDF5 (v2 and v3) and Matrix Market folders.
+
+Both formats store features x cells. In HDF5 the matrix is compressed by cell
+(``indptr`` runs over cells), so a band of cells is one contiguous slice of
+``data`` and ``indices``, read alone. A Matrix Market file lists coordinates
+in any order, so on first use its entries are bucketed by band of cells into
+files in a temporary directory (:class:`BandBuckets`) that ``close`` removes.
+
+The shared pieces live in :mod:`cytearc.io.bands`.
+"""
+
+from __future__ import annotations
+
+import csv
+import errno
+import gzip
+import os
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Final, Self
+
+import h5py
+import numpy as np
+import pandas as pd
+
+from cytearc.io.bands import (
+    CHUNK_ENTRIES,
+    DEFAULT_BAND_ROWS,
+    GENE_EXPRESSION,
+    BandBuckets,
+    canonical_band,
+    check_band,
+    check_band_rows,
+    check_unique_cells,
+    csr_from_triplets,
+    read_compressed_rows,
+)
+from cytearc.io.sources import SourceFormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    import scipy.sparse as sp
+
+__all__ = ["TenxH5Source", "TenxMtxSource"]
+
+
+_V3_COLUMNS: Final = {"id": "ids", "name": "names", "feature_type": "feature_types"}
+_ARC_EXTRA_COLUMNS: Final = ("chrom", "start", "end")
+
+
+def _h5_strings(dataset: h5py.Dataset, where: str) -> np.ndarray:
+    if h5py.check_string_dtype(dataset.dtype) is None:
+        msg = f"{where}: expected strings, found {dataset.dtype}"
+        raise SourceFormatError(msg)
+    return np.asarray(dataset.asstr()[()], dtype=object)
+
+
+class TenxH5Source:
+    """A Cell Ranger HDF5 feature-barcode matrix, read in bands of cells.
+
+    Reads the v3 layout (``/matrix`` with a ``features`` group) and the v2
+    layout (one group per genome with ``genes`` and ``gene_names``). Features
+    are typed by ``feature_type`` in v3 and are "Gene Expression" in v2; v3's
+    other feature datasets (``genome``, then the tag keys such as ``pattern``,
+    ``read`` and ``sequence``) follow as columns, and v2 adds ``genome``.
+
+    Parameters
+    ----------
+    path
+        The ``.h5`` file.
+    genome
+        v2: the genome group to read, needed when the file has several. v3:
+        keep only the features of this genome (all features when ``None``).
+
+    Raises
+    ------
+    SourceFormatError
+        If the file is not a 10x matrix, the genome is ambiguous or unknown,
+        or the datasets disagree in size.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, genome: str | None = None) -> None:
+        self._path = Path(path)
+        try:
+            self._file = h5py.File(self._path, "r")
+        except OSError as error:
+            msg = f"{self._path}: cannot open as an HDF5 file ({error}); give the Cell Ranger .h5 matrix"
+            raise SourceFormatError(msg) from error
+        try:
+            self._open(genome)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _open(self, genome: str | None) -> None:
+        genome_filter: str | None = None
+        matrix = self._file.get("matrix")
+        if isinstance(matrix, h5py.Group) and "features" in matrix:
+            self._group = matrix
+            features = self._v3_features(matrix)
+            genome_filter = self._checked_genome(genome, features)
+        else:
+            self._group = self._v2_group(genome)
+            features = self._v2_features(self._group)
+        group = self._group
+        for key in ("data", "indices", "indptr", "shape", "barcodes"):
+            if key not in group:
+                msg = f"{self._path}: {group.name}/{key} is missing; the file is not a complete 10x matrix"
+                raise SourceFormatError(msg)
+        stored_shape = np.atleast_1d(group["shape"][()])
+        if stored_shape.shape != (2,):
+            msg = f"{self._path}: {group.name}/shape is {stored_shape.tolist()}, not (features, cells)"
+            raise SourceFormatError(msg)
+        n_features, n_cells = (int(n) for n in stored_shape)
+        self._data: h5py.Dataset = group["data"]
+        self._indices: h5py.Dataset = group["indices"]
+        self._indptr: h5py.Dataset = group["indptr"]
+        barcodes = _h5_strings(group["barcodes"], f"{self._path}: {group.name}/barcodes")
+        sizes = {
+            "indptr": (self._indptr.shape[0], n_cells + 1),
+            "barcodes": (barcodes.size, n_cells),
+            "indices": (self._indices.shape[0], self._data.shape[0]),
+            "features": (len(features), n_features),
+        }
+        for key, (found, expected) in sizes.items():
+            if found != expected:
+                msg = f"{self._path}: {group.name}/shape is {n_features} x {n_cells} but {key} has {found} entries, not {expected}; the file is damaged"
+                raise SourceFormatError(msg)
+        check_unique_cells(barcodes, f"{self._path}: {group.name}/barcodes")
+        self._n_stored_features = n_features
+        self._keep: np.ndarray | None = None
+        if genome_filter is not None:
+            keep = features["genome"].to_numpy() == genome_filter
+            self._keep = np.where(keep, np.cumsum(keep) - 1, -1)
+            features = features.loc[keep].reset_index(drop=True)
+        self._cells = pd.DataFrame({"ids": barcodes})
+        self._features = features
+
+    def _v2_group(self, genome: str | None) -> h5py.Group:
+        genomes = sorted(
+            name
+            for name, node in self._file.items()
+            if isinstance(node, h5py.Group) and "genes" in node and "data" in node
+        )
+        if not genomes:
+            msg = f"{self._path}: neither a v3 /matrix group nor v2 genome groups (with genes and data) found; top-level keys are {sorted(self._file)}"
+            raise SourceFormatError(msg)
+        if genome is None:
+            if len(genomes) > 1:
+                msg = f"{self._path}: the file holds the genomes {genomes}; choose one with genome="
+                raise SourceFormatError(msg)
+            genome = genomes[0]
+        if genome not in genomes:
+            msg = f"{self._path}: no genome {genome!r}; the file holds {genomes}"
+            raise SourceFormatError(msg)
+        group: h5py.Group = self._file[genome]
+        return group
+
+    def _v2_features(self, group: h5py.Group) -> pd.DataFrame:
+        where = f"{self._path}: {group.name}"
+        if "gene_names" not in group:
+            msg = f"{where}/gene_names is missing; the file is not a complete 10x v2 matrix"
+            raise SourceFormatError(msg)
+        ids = _h5_strings(group["genes"], f"{where}/genes")
+        return pd.DataFrame(
+            {
+                "ids": ids,
+                "names": _h5_strings(group["gene_names"], f"{where}/gene_names"),
+                "feature_types": np.full(ids.size, GENE_EXPRESSION, dtype=object),
+                "genome": np.full(ids.size, str(group.name).strip("/"), dtype=object),
+            }
+        )
+
+    def _v3_features(self, matrix: h5py.Group) -> pd.DataFrame:
+        group: h5py.Group = matrix["features"]
+        where = f"{self._path}: {group.name}"
+        columns: dict[str, np.ndarray] = {}
+        for key, column in _V3_COLUMNS.items():
+            if key not in group:
+                msg = f"{where}/{key} is missing; a 10x v3 matrix names its features by id, name and feature_type"
+                raise SourceFormatError(msg)
+            columns[column] = _h5_strings(group[key], f"{where}/{key}")
+        n_features = columns["ids"].size
+        tags = (
+            _h5_strings(group["_all_tag_keys"], f"{where}/_all_tag_keys").tolist()
+            if "_all_tag_keys" in group
+            else []
+        )
+        extras = ["genome", *tags, *sorted(group)]
+        for key in dict.fromkeys(extras):
+            node = group.get(key)
+            if (
+                key in _V3_COLUMNS
+                or key == "_all_tag_keys"
+                or not isinstance(node, h5py.Dataset)
+                or node.shape != (n_features,)
+            ):
+                continue
+            is_text = h5py.check_string_dtype(node.dtype) is not None
+            columns[key] = _h5_strings(node, f"{where}/{key}") if is_text else node[()]
+        return pd.DataFrame(columns)
+
+    def _checked_genome(self, genome: str | None, features: pd.DataFrame) -> str | None:
+        if genome is None:
+            return None
+        if "genome" not in features:
+            msg = f"{self._path}: genome={genome!r} given but the features have no genome column"
+            raise SourceFormatError(msg)
+        genomes = sorted(set(features["genome"].tolist()))
+        if genome not in genomes:
+            msg = f"{self._path}: no genome {genome!r}; the features belong to {genomes}"
+            raise SourceFormatError(msg)
+        return genome
+
+    @property
+    def location(self) -> str:
+        """The file read."""
+        return str(self._path)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (len(self._cells), len(self._features))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the stored values."""
+        dtype: np.dtype = np.dtype(self._data.dtype)
+        return dtype
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """``ids``: the barcodes."""
+        return self._cells
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """``ids``, ``names``, ``feature_types``, then the file's other feature columns."""
+        return self._features
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Cells ``start:stop``, reading only their slice of ``data`` and ``indices``."""
+        check_band(start, stop, self.shape[0], self.location)
+        if not self._file.id.valid:
+            msg = f"{self.location}: the source is closed"
+            raise ValueError(msg)
+        band = read_compressed_rows(
+            self._data,
+            self._indices,
+            self._indptr,
+            start=start,
+            stop=stop,
+            n_cols=self._n_stored_features,
+            where=f"{self.location}: {self._group.name}",
+        )
+        if self._keep is not None:
+            columns = self._keep[band.indices]
+            kept = columns >= 0
+            rows = np.repeat(np.arange(band.shape[0], dtype=np.int64), np.diff(band.indptr))
+            return csr_from_triplets(
+                rows[kept], columns[kept], band.data[kept], shape=(band.shape[0], self.shape[1])
+            )
+        return canonical_band(band)
+
+    def close(self) -> None:
+        """Close the HDF5 file."""
+        self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _find_file(directory: Path, names: Sequence[str]) -> Path:
+    for name in names:
+        for candidate in (directory / name, directory / f"{name}.gz"):
+            if candidate.is_file():
+                return candidate
+    expected = " or ".join(f"{name}[.gz]" for name in names)
+    missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(directory / names[0]))
+    msg = f"{directory}: no {expected} found; a 10x Matrix Market folder holds matrix.mtx, features.tsv (or genes.tsv) and barcodes.tsv, each optionally gzipped"
+    raise SourceFormatError(msg) from missing
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open(encoding="utf-8")
+
+
+def _read_tsv(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(
+            path, sep="\t", header=None, dtype=str, na_filter=False, quoting=csv.QUOTE_NONE
+        )
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame({0: np.zeros(0, dtype=object)})
+    except (pd.errors.ParserError, UnicodeDecodeError) as error:
+        msg = f"{path}: not a tab-separated table ({error})"
+        raise SourceFormatError(msg) from error
+
+
+def _mtx_header(handle: IO[str], path: Path) -> tuple[np.dtype, int, int, int]:
+    """The value dtype, rows, columns and entries of a Matrix Market file; leaves ``handle`` at the entries."""
+    banner = handle.readline().split()
+    if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
+        msg = f"{path}: the first line is not a '%%MatrixMarket matrix ...' banner"
+        raise SourceFormatError(msg)
+    layout, field, symmetry = (token.lower() for token in banner[2:])
+    if layout != "coordinate":
+        msg = f"{path}: a {layout!r} Matrix Market matrix is not supported; write it in coordinate format"
+        raise SourceFormatError(msg)
+    dtype: np.dtype
+    if field == "integer":
+        dtype = np.dtype(np.int64)
+    elif field in {"real", "double"}:
+        dtype = np.dtype(np.float64)
+    else:
+        msg = f"{path}: a {field!r} Matrix Market matrix has no count values; integer or real is needed"
+        raise SourceFormatError(msg)
+    if symmetry != "general":
+        msg = f"{path}: a {symmetry!r} Matrix Market matrix is not supported; write every entry (general)"
+        raise SourceFormatError(msg)
+    line = handle.readline()
+    while line and (not line.strip() or line.lstrip().startswith("%")):
+        line = handle.readline()
+    size = line.split()
+    if len(size) != 3 or not all(token.isdigit() for token in size):
+        msg = f"{path}: expected the size line 'rows columns entries' after the comments, found {line.strip()!r}"
+        raise SourceFormatError(msg)
+    n_rows, n_cols, n_entries = (int(token) for token in size)
+    return dtype, n_rows, n_cols, n_entries
+
+
+class TenxMtxSource:
+    """A 10x Matrix Market folder (Cell Ranger v2 or v3), read in bands of cells.
+
+    The folder holds ``matrix.mtx`` (features x cells, coordinate, integer or
+    real, general), ``barcodes.tsv`` and ``features.tsv`` (v3: id, name, type
+    and, for Cell Ranger ARC, chrom, start and end) or ``genes.tsv`` (v2: id
+    and name; "Gene Expression"), each optionally gzipped. On the first read
+    the entries are parsed in chunks and bucketed by band of ``band_rows``
+    cells in a temporary directory, which :meth:`close` removes.
+
+    Parameters
+    ----------
+    path
+        The folder.
+    band_rows
+        Cells per on-disk bucket; any band can be read whatever this is.
+
+    Raises
+    ------
+    SourceFormatError
+        If a file is missing, the matrix is not integer or real general
+        coordinates, or the tables do not match the matrix.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, band_rows: int = DEFAULT_BAND_ROWS) -> None:
+        check_band_rows(band_rows)
+        self._path = Path(path)
+        if not self._path.is_dir():
+            missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self._path))
+            msg = f"{self._path}: not a folder; give the folder that holds matrix.mtx, features.tsv and barcodes.tsv"
+            raise SourceFormatError(msg) from missing
+        self._matrix_path = _find_file(self._path, ["matrix.mtx"])
+        features_path = _find_file(self._path, ["features.tsv", "genes.tsv"])
+        barcodes_path = _find_file(self._path, ["barcodes.tsv"])
+        with _open_text(self._matrix_path) as handle:
+            self._dtype, n_features, n_cells, self._n_entries = _mtx_header(
+                handle, self._matrix_path
+            )
+        self._cells = self._read_barcodes(barcodes_path, n_cells)
+        self._features = self._read_features(features_path, n_features)
+        self._band_rows = band_rows
+        self._buckets: BandBuckets | None = None
+        self._closed = False
+
+    @staticmethod
+    def _read_barcodes(path: Path, n_cells: int) -> pd.DataFrame:
+        table = _read_tsv(path)
+        if len(table) != n_cells:
+            msg = f"{path}: {len(table)} barcodes for a matrix of {n_cells} cells"
+            raise SourceFormatError(msg)
+        ids = table[0].to_numpy(dtype=object)
+        check_unique_cells(ids, str(path))
+        return pd.DataFrame({"ids": ids})
+
+    @staticmethod
+    def _read_features(path: Path, n_features: int) -> pd.DataFrame:
+        table = _read_tsv(path)
+        if len(table) != n_features:
+            msg = f"{path}: {len(table)} features for a matrix of {n_features} features"
+            raise SourceFormatError(msg)
+        n_columns = table.shape[1]
+        if n_columns < 2 and n_features:
+            msg = f"{path}: expected tab-separated id and name columns, found {n_columns} column"
+            raise SourceFormatError(msg)
+        columns: dict[str, np.ndarray] = {
+            "ids": table[0].to_numpy(dtype=object),
+            "names": table[1].to_numpy(dtype=object) if n_columns > 1 else np.zeros(0, object),
+            "feature_types": (
+                table[2].to_numpy(dtype=object)
+                if n_columns > 2
+                else np.full(len(table), GENE_EXPRESSION, dtype=object)
+            ),
+        }
+        extras = (
+            _ARC_EXTRA_COLUMNS
+            if n_columns == 6
+            else tuple(f"column_{i + 1}" for i in range(3, n_columns))
+        )
+        for position, name in enumerate(extras, start=3):
+            columns[name] = table[position].to_numpy(dtype=object)
+        return pd.DataFrame(columns)
+
+    def _bucketed(self) -> BandBuckets:
+        if self._closed:
+            msg = f"{self.location}: the source is closed"
+            raise ValueError(msg)
+        if self._buckets is not None:
+            return self._buckets
+        buckets = BandBuckets(band_rows=self._band_rows)
+        try:
+            self._fill(buckets)
+        except BaseException:
+            buckets.close()
+            raise
+        self._buckets = buckets
+        return buckets
+
+    def _entries(self, handle: IO[str]) -> Iterator[pd.DataFrame]:
+        """The entries after the header, in chunks, with parse errors named."""
+        kind = "integer" if self._dtype.kind == "i" else "real"
+        reader = pd.read_csv(
+            handle,
+            sep=r"\s+",
+            header=None,
+            comment="%",
+            names=["feature", "cell", "value"],
+            dtype={"feature": np.dtype(np.int64), "cell": np.dtype(np.int64), "value": self._dtype},
+            float_precision="round_trip",
+            chunksize=CHUNK_ENTRIES,
+        )
+        with reader:
+            while True:
+                try:
+                    chunk = next(reader)
+                except StopIteration:
+                    return
+                except (pd.errors.ParserError, ValueError) as error:
+                    msg = f"{self._matrix_path}: an entry is not 'row column value' with an {kind} value ({error})"
+                    raise SourceFormatError(msg) from error
+                yield chunk
+
+    def _fill(self, buckets: BandBuckets) -> None:
+        n_cells, n_features = self.shape
+        path = self._matrix_path
+        seen = 0
+        with _open_text(path) as handle:
+            _mtx_header(handle, path)
+            for chunk in self._entries(handle):
+                features = chunk["feature"].to_numpy() - 1
+                cells = chunk["cell"].to_numpy() - 1
+                outside = (
+                    (features < 0) | (features >= n_features) | (cells < 0) | (cells >= n_cells)
+                )
+                if outside.any():
+                    at = int(np.flatnonzero(outside)[0])
+                    msg = f"{path}: entry {seen + at + 1} at ({features[at] + 1}, {cells[at] + 1}) is outside the {n_features} x {n_cells} matrix of the size line"
+                    raise SourceFormatError(msg)
+                buckets.add(cells, features, chunk["value"].to_numpy())
+                seen += len(chunk)
+        if seen != self._n_entries:
+            msg = f"{path}: the size line announces {self._n_entries} entries but the file holds {seen}"
+            raise SourceFormatError(msg)
+
+    @property
+    def location(self) -> str:
+        """The folder read."""
+        return str(self._path)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (len(self._cells), len(self._features))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """int64 for an integer matrix, float64 for a real one."""
+        return self._dtype
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """``ids``: the barcodes."""
+        return self._cells
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """``ids``, ``names``, ``feature_types``, then any further columns of the table."""
+        return self._features
+
+    def read_band(self, start: int, stop: int) -> sp.csr_matrix:
+        """Cells ``start:stop``, from the buckets they overlap (bucketing the file on first use)."""
+        check_band(start, stop, self.shape[0], self.location)
+        return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+
+    def close(self) -> None:
+        """Remove the buckets."""
+        self._closed = True
+        if self._buckets is not None:
+            self._buckets.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
