@@ -92,7 +92,7 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _report(args: argparse.Namespace, *, ok: bool, **fields: Any) -> None:  # noqa: ANN401
+def _report(args: argparse.Namespace, *, ok: bool, **fields: Any) -> None:
     error = fields.pop("error", None)
     if args.json:
         doc: dict[str, Any] = {"path": str(args.path), "ok": ok, **fields}

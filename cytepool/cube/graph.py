@@ -157,7 +157,7 @@ def _cluster_client() -> Client | None:
         return None
 
 
-def compute(*tasks: Any, progress: bool = False) -> tuple[Any, ...]:  # noqa: ANN401
+def compute(*tasks: Any, progress: bool = False) -> tuple[Any, ...]:
     """Run graphs on the current Dask scheduler and return their results.
 
     Whether the graphs succeed or fail, no task is still running when this
