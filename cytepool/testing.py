@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import dask
@@ -28,6 +33,7 @@ __all__ = [
     "every_kind_table",
     "example_cube",
     "raise_if_dask_computes",
+    "scheduler_processes",
     "tree_snapshot",
 ]
 
@@ -141,3 +147,68 @@ def tree_snapshot(root: Path) -> dict[str, str]:
         else hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
     }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def scheduler_processes(
+    directory: Path, *, n_workers: int = 2, memory_limit: str = "1GiB"
+) -> Iterator[str]:
+    """Start a Dask scheduler and workers as separate processes on 127.0.0.1; yield its address.
+
+    The processes are terminated (then killed) on exit. Worker scratch space
+    goes to ``directory``.
+    """
+    port = _free_port()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    scheduler = [
+        sys.executable,
+        "-m",
+        "distributed.cli.dask_scheduler",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dashboard-address",
+        f"127.0.0.1:{_free_port()}",
+    ]
+    procs = [subprocess.Popen(scheduler, **quiet)]  # type: ignore[call-overload]
+    address = f"tcp://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        workers = [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nworkers",
+            str(n_workers),
+            "--nthreads",
+            "1",
+            "--memory-limit",
+            memory_limit,
+            "--local-directory",
+            str(directory),
+            "--no-dashboard",
+        ]
+        procs.append(subprocess.Popen(workers, **quiet))  # type: ignore[call-overload]
+        yield address
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -10,11 +10,14 @@ scheduler address or a :class:`distributed.Client`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import sys
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from dask.base import compute as dask_compute
+from dask.diagnostics.progress import ProgressBar
 from distributed import Client, LocalCluster, progress, wait
 
 from cytearc.engine.budget import Budget, resolve_budget
@@ -36,21 +39,26 @@ class Engine:
 
     ``budget`` is None on an external cluster whose memory CyteArc did not
     set; plans then use the workers' own memory limits (:meth:`worker_memory`).
+    ``client`` is None for Dask's threaded scheduler in this process
+    (``cluster="threads"``), where the budget is that of the whole process.
     """
 
-    client: Client
+    client: Client | None
     budget: Budget | None
     local: LocalCluster | None = None
 
     @property
     def dashboard_link(self) -> str | None:
         """The address of the Dask dashboard, when the scheduler serves one."""
-        return cast("str | None", self.client.dashboard_link)
+        return None if self.client is None else cast("str | None", self.client.dashboard_link)
 
     def worker_memory(self) -> int:
         """The smallest memory limit among the workers (bytes): what one task may plan for."""
         if self.budget is not None:
             return self.budget.per_worker
+        assert self.client is not None
+        if not self.client.scheduler_info()["workers"]:
+            self.client.wait_for_workers(1, timeout=60)
         limits = [w["memory_limit"] for w in self.client.scheduler_info()["workers"].values()]
         if not limits or not all(limits):
             msg = (
@@ -62,6 +70,9 @@ class Engine:
 
     def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
         """Compute Dask collections on this engine; every task has ended when it returns."""
+        if self.client is None:
+            with ProgressBar() if show_progress else contextlib.nullcontext():
+                return tuple(dask_compute(*collections, scheduler="threads"))
         with self.client.as_current():
             futures = self.client.compute(list(collections))
             if show_progress:
@@ -84,8 +95,9 @@ def get_engine(
         Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`);
         ignored with ``cluster``.
     cluster
-        A scheduler address such as ``"tcp://10.0.0.5:8786"`` or a
-        :class:`distributed.Client`.
+        A scheduler address such as ``"tcp://10.0.0.5:8786"``, a
+        :class:`distributed.Client`, or ``"threads"`` for Dask's threaded
+        scheduler in this process (no cluster).
 
     Raises
     ------
@@ -94,12 +106,16 @@ def get_engine(
         :func:`shutdown` first.
     """
     global _local  # noqa: PLW0603 (one local cluster per process, by design)
+    if cluster == "threads":
+        return Engine(
+            client=None, budget=resolve_budget(mem_budget, 1 if workers is None else workers)
+        )
     if isinstance(cluster, Client):
         return Engine(client=cluster, budget=None)
     if isinstance(cluster, str):
         with _lock:
             engine = _external.get(cluster)
-            if engine is None or engine.client.status != "running":
+            if engine is None or engine.client is None or engine.client.status != "running":
                 engine = Engine(
                     client=Client(cluster, set_as_default=False, timeout="30s"), budget=None
                 )
@@ -111,7 +127,7 @@ def get_engine(
     explicit = mem_budget is not None or workers is not None
     budget = resolve_budget(mem_budget, workers)
     with _lock:
-        if _local is not None and _local.client.status == "running":
+        if _local is not None and _local.client is not None and _local.client.status == "running":
             if explicit and _local.budget != budget:
                 msg = (
                     f"this process's engine runs with {_local.budget}, not the {budget} asked for; "
@@ -141,7 +157,8 @@ def shutdown() -> None:
         _local = None
         _external.clear()
     for engine in engines:
-        engine.client.close()
+        if engine.client is not None:
+            engine.client.close()
         if engine.local is not None:
             engine.local.close()
 

@@ -161,7 +161,7 @@ class CountsWriter:
         ):
             msg = f"{self.where}: band {first_row}:{first_row + rows} is not a band of {self.band_rows} rows"
             raise ShardAlignmentError(msg)
-        if self.engine is None:
+        if self.engine is None or self.engine.client is None:
             self._results[first_row] = _write_band(block, self.counts, first_row)
             return
         client = self.engine.client
@@ -200,7 +200,7 @@ class CountsWriter:
         if starts != expected:
             msg = f"{self.where}: bands written start at {starts[:5]}..., expected every multiple of {self.band_rows} below {self.shape[0]}"
             raise ShardAlignmentError(msg)
-        if self.engine is None:
+        if self.engine is None or self.engine.client is None:
             return self.complete([self._results[s] for s in starts], transpose=transpose)
         with self.engine.client.as_current():
             wait(list(self._results.values()))

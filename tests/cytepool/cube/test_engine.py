@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from typing import TYPE_CHECKING
 
 import pytest
 from distributed import Client, LocalCluster
 
 from cytepool import read_cube, write_cube
-from cytepool.testing import example_cube
+from cytepool.testing import example_cube, scheduler_processes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -51,74 +46,11 @@ def test_local_cluster_of_two_processes(
         assert _roundtrip(cube, tmp_path / "c.cube.zarr") == threaded
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def scheduler_address(tmp_path: Path) -> Iterator[str]:
     """A dask scheduler and two workers started as separate processes on 127.0.0.1."""
-    port = _free_port()
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_scheduler",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--dashboard-address",
-                f"127.0.0.1:{_free_port()}",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-    ]
-    address = f"tcp://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.2)
-    procs.append(
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "distributed.cli.dask_worker",
-                address,
-                "--nworkers",
-                "2",
-                "--nthreads",
-                "1",
-                "--memory-limit",
-                "1GiB",
-                "--local-directory",
-                str(tmp_path / "workers"),
-                "--no-dashboard",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-    )
-    try:
+    with scheduler_processes(tmp_path / "workers") as address:
         yield address
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
 
 
 def test_external_scheduler(
