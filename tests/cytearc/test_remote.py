@@ -1,0 +1,88 @@
+"""A store on an S3 server (moto on 127.0.0.1) opens through fsspec and reads the local values."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import s3fs
+
+from cytearc import DataStore
+from cytearc.io.detect import CrToZarr
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from cytearc.engine.cluster import Engine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_options() -> Iterator[dict[str, Any]]:
+    """A moto S3 server on 127.0.0.1 with a bucket; its storage options."""
+    port = _free_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        options = {
+            "endpoint_url": f"http://127.0.0.1:{port}",
+            "key": "testing",
+            "secret": "testing",
+        }
+        s3fs.S3FileSystem(**options).mkdir("cytearc-tests")
+        yield options
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_store_on_s3_reads_like_local(
+    tmp_path: Path, shared_data: Path, engine: Engine, s3_options: dict[str, Any]
+) -> None:
+    """Counts, countsT, tables and identity read from S3 equal the local store's."""
+    source = shared_data / "10x_v3_pbmc1k_chr21" / "filtered_feature_bc_matrix.h5"
+    local_path = (
+        CrToZarr(source, tmp_path / "ds.zarr", engine=engine, show_progress=False).dump().path
+    )
+    fs = s3fs.S3FileSystem(**s3_options)
+    fs.put(str(local_path), "cytearc-tests/ds.zarr", recursive=True)
+    fs.invalidate_cache()
+    local = DataStore(local_path)
+    remote = DataStore("s3://cytearc-tests/ds.zarr", storage_options=s3_options)
+    assert remote.dataset_fingerprint == local.dataset_fingerprint
+    assert remote.RNA.content_fingerprint == local.RNA.content_fingerprint
+    np.testing.assert_array_equal(
+        remote.RNA.counts.compute(scheduler="threads"), local.RNA.counts.compute()
+    )
+    np.testing.assert_array_equal(
+        remote.RNA.countsT[:, :100].compute(scheduler="threads"),
+        local.RNA.countsT[:, :100].compute(),
+    )
+    assert remote.cells.fetch_all("ids").tolist() == local.cells.fetch_all("ids").tolist()
+    assert (
+        remote.RNA.features.fetch_all("names").tolist()
+        == local.RNA.features.fetch_all("names").tolist()
+    )
