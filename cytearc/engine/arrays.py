@@ -18,6 +18,7 @@ from dask.utils import format_bytes
 from cytearc.errors import MemBudgetError, ShardAlignmentError
 
 if TYPE_CHECKING:
+    import numpy as np
     import zarr
     from dask.delayed import Delayed
 
@@ -71,6 +72,28 @@ def check_aligned(
                     "rechunk to whole shards before storing (a shared shard loses data)"
                 )
                 raise ShardAlignmentError(msg)
+
+
+def write_block(
+    array: zarr.Array[Any], block: np.ndarray, start: tuple[int, ...], *, where: str
+) -> None:
+    """Write ``block`` at ``start`` in one task, refusing a block that is not whole shards.
+
+    The one way a task stores into a sharded array (graphs use
+    :func:`store_aligned`, which checks every block the same way).
+    """
+    unit = storage_block(array)
+    for axis, (begin, size, step, length) in enumerate(
+        zip(start, block.shape, unit, array.shape, strict=True)
+    ):
+        end = begin + size
+        if begin % step or (end % step and end != length):
+            msg = (
+                f"{where}: block {begin}:{end} on axis {axis} does not cover whole shards of {step}; "
+                "a partial shard written by two tasks loses data"
+            )
+            raise ShardAlignmentError(msg)
+    array[tuple(slice(b, b + n) for b, n in zip(start, block.shape, strict=True))] = block
 
 
 def store_aligned(x: da.Array, array: zarr.Array[Any], *, where: str = "store") -> Delayed:

@@ -19,7 +19,13 @@ from dask.delayed import delayed
 from distributed import wait
 from zarr.codecs import BytesCodec
 
-from cytearc.engine.arrays import aligned_rows, check_aligned, open_lazy, store_aligned
+from cytearc.engine.arrays import (
+    aligned_rows,
+    check_aligned,
+    open_lazy,
+    store_aligned,
+    write_block,
+)
 from cytearc.errors import ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
 from cytearc.storage.identity import block_digests, counts_fingerprint
@@ -91,7 +97,7 @@ def _write_band(
     )
     if dense.dtype != array.dtype:
         dense = checked_cast(dense, np.dtype(array.dtype), where=f"counts rows {first_row}:")
-    array[first_row : first_row + dense.shape[0]] = dense
+    write_block(array, dense, (first_row, 0), where=f"counts rows {first_row}:")
     positive = dense > 0
     sums_dtype = np.float64 if dense.dtype.kind == "f" else np.int64
     return (

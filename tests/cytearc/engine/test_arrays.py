@@ -68,3 +68,17 @@ def test_aligned_rows_fit_the_budget() -> None:
     assert aligned_rows(budget=10**12, row_bytes=1000, shard_rows=512, n_rows=1000) == 1024
     with pytest.raises(MemBudgetError, match="raise mem_budget"):
         aligned_rows(budget=1000, row_bytes=1000, shard_rows=512, n_rows=10)
+
+
+def test_write_block_refuses_partial_shards() -> None:
+    """A task's block must start and end on shard boundaries (or the array's edge)."""
+    from cytearc.engine.arrays import write_block  # noqa: PLC0415
+
+    z = _array()
+    write_block(z, np.ones((400, 30), dtype="u2"), (200, 0), where="counts")
+    write_block(z, np.full((200, 30), 2, dtype="u2"), (800, 0), where="counts")
+    assert int(z[:].sum()) == 400 * 30 + 200 * 30 * 2
+    with pytest.raises(ShardAlignmentError, match="whole shards of 200"):
+        write_block(z, np.ones((100, 30), dtype="u2"), (0, 0), where="counts")
+    with pytest.raises(ShardAlignmentError, match="axis 0"):
+        write_block(z, np.ones((200, 30), dtype="u2"), (100, 0), where="counts")

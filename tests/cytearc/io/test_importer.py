@@ -311,3 +311,25 @@ SparseToZarr(m, cells=cells, features=features, zarr_loc={str(target)!r}, mem_bu
     with pytest.raises(CyteArcError, match="did not finish"):
         DataStore(target)
     assert zarr.open_group(target, mode="r").attrs["cytearc:complete"] is False
+
+
+def test_layout_that_does_not_fit_is_refused(tmp_path: Path) -> None:
+    """A layout whose bands exceed a worker's memory is refused before the destination exists, naming the halving that fits."""
+    from cytearc.engine.cluster import get_engine  # noqa: PLC0415
+    from cytearc.errors import MemBudgetError  # noqa: PLC0415
+
+    small = get_engine(cluster="threads", mem_budget="300MiB")
+    matrix = sp.random(2000, 8000, density=0.002, format="csr", random_state=0)
+    matrix.data = np.ceil(matrix.data * 5)
+    big = CountLayout(unit_bytes=2**30, chunk_bytes=2**20)
+    with pytest.raises(
+        MemBudgetError,
+        match=r"largest halving that fits is \{'unitBytes': \d+, 'chunkBytes': \d+\}",
+    ) as info:
+        _import(matrix, tmp_path / "ds.zarr", small, layout=big)
+    assert "the given layout" in str(info.value)
+    assert not (tmp_path / "ds.zarr").exists()
+    halving = info.value.args[0].split("fits is ")[1].split("}")[0] + "}"
+    fitted = CountLayout.from_json(json.loads(halving.replace("'", '"')), where="test")
+    result = _import(matrix, tmp_path / "ds.zarr", small, layout=fitted)
+    np.testing.assert_array_equal(DataStore(result.path).RNA.counts.compute(), matrix.toarray())
