@@ -147,3 +147,33 @@ def test_real_h5ad_keeps_obs_columns(tmp_path: Path, shared_data: Path, engine: 
     assert ds.cells.fetch_all("ids").tolist() == adata.obs_names.tolist()
     for column in adata.obs.columns[:5]:
         assert column in ds.cells.columns
+
+
+def test_h5ad_assay_split_key_and_layer(tmp_path: Path, engine: Engine) -> None:
+    """assay_split_key names each feature's assay; layer= imports a layer instead of X."""
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(1.0, size=(300, 40)).astype(np.int32)
+    var = pd.DataFrame(
+        {"modality": ["Gene Expression"] * 35 + ["Antibody Capture"] * 5},
+        index=[f"f{i}" for i in range(40)],
+    )
+    adata = ad.AnnData(
+        X=sp.csr_matrix(counts * 0.5),
+        obs=pd.DataFrame(index=[f"c{i}" for i in range(300)]),
+        var=var,
+        layers={"counts": sp.csr_matrix(counts)},
+    )
+    adata.write_h5ad(tmp_path / "x.h5ad")
+    result = H5adToZarr(
+        tmp_path / "x.h5ad",
+        tmp_path / "x.zarr",
+        layer="counts",
+        assay_split_key="modality",
+        engine=engine,
+        show_progress=False,
+    ).dump()
+    assert result.assays == {"RNA": "RNA", "ADT": "ADT"}
+    assert result.dtypes == {"RNA": "uint8", "ADT": "uint8"}
+    ds = _store(result.path)
+    np.testing.assert_array_equal(ds.ADT.counts.compute(), counts[:, 35:])
+    np.testing.assert_array_equal(ds.RNA.countsT.compute(), counts[:, :35].T)
