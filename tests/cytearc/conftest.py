@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from cytearc.engine.cluster import Engine, get_engine, shutdown
+from cytearc.errors import EngineConfigError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -16,11 +17,23 @@ SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 @pytest.fixture(scope="session")
-def engine() -> Iterator[Engine]:
-    """A local cluster of two worker processes with 2 GiB between them."""
+def _engine_session() -> Iterator[None]:
+    yield
     shutdown()
-    yield get_engine(mem_budget="2GiB", workers=2)
-    shutdown()
+
+
+@pytest.fixture
+def engine(_engine_session: None) -> Engine:
+    """The process's local cluster of two worker processes with 2 GiB between them.
+
+    Started on first use and reused; started again if a test shut it down or
+    left an engine of other settings running.
+    """
+    try:
+        return get_engine(mem_budget="2GiB", workers=2)
+    except EngineConfigError:
+        shutdown()
+        return get_engine(mem_budget="2GiB", workers=2)
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,13 @@ import pytest
 import zarr
 from zarr.codecs import GzipCodec, ZstdCodec
 
-from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE, CountsWritten, write_count_arrays
 from cytearc.storage.layout import CountLayout
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from cytearc.engine.cluster import Engine
 
 SMALL = CountLayout(unit_bytes=2**16, chunk_bytes=2**12)
 
@@ -147,16 +148,11 @@ def test_zero_shards_are_not_stored(tmp_path: Path) -> None:
     assert stored | empty == set(range(-(-1100 // shard_rows)))
 
 
-def test_same_identity_on_a_local_cluster(tmp_path: Path) -> None:
+def test_same_identity_on_a_local_cluster(tmp_path: Path, engine: Engine) -> None:
     """Two worker processes write the same arrays and fingerprint as the threaded scheduler."""
     values = _matrix()
     _, threaded = _write(tmp_path / "a.zarr", values)
-    shutdown()
-    try:
-        engine = get_engine(mem_budget="1GiB", workers=2)
-        group, clustered = _write(tmp_path / "b.zarr", values, engine=engine)
-    finally:
-        shutdown()
+    group, clustered = _write(tmp_path / "b.zarr", values, engine=engine)
     assert clustered.content_fingerprint == threaded.content_fingerprint
     counts_t = group["countsT"]
     assert isinstance(counts_t, zarr.Array)
@@ -178,7 +174,7 @@ def test_float_counts_keep_float_identity(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("on_cluster", [False, True])
-def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool) -> None:
+def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool, engine: Engine) -> None:
     """Sparse bands fed out of order to CountsWriter give the arrays and identity of a Dask write."""
     import scipy.sparse as sp  # noqa: PLC0415
 
@@ -187,27 +183,21 @@ def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool) -> None
     values = _matrix()
     _, reference = _write(tmp_path / "a.zarr", values)
     group = zarr.create_group(store=tmp_path / "b.zarr", zarr_format=3)
-    shutdown()
-    engine = get_engine(mem_budget="1GiB", workers=2) if on_cluster else None
-    try:
-        writer = CountsWriter(
-            group,
-            shape=values.shape,
-            dtype=np.dtype(np.uint16),
-            layout=SMALL,
-            compressor=None,
-            engine=engine,
-            max_band_rows=256,
-        )
-        starts = list(range(0, values.shape[0], writer.band_rows))
-        assert len(starts) == 5
-        for start in reversed(starts):
-            writer.write(
-                start, sp.csr_matrix(values[start : start + writer.band_rows].astype(np.int64))
-            )
-        written = writer.finish(transpose=True)
-    finally:
-        shutdown()
+    writer = CountsWriter(
+        group,
+        shape=values.shape,
+        dtype=np.dtype(np.uint16),
+        layout=SMALL,
+        compressor=None,
+        engine=engine if on_cluster else None,
+        max_band_rows=256,
+    )
+    starts = list(range(0, values.shape[0], writer.band_rows))
+    assert len(starts) == 5
+    for start in reversed(starts):
+        band = values[start : start + writer.band_rows].astype(np.int64)
+        writer.write(start, sp.csr_matrix(band))
+    written = writer.finish(transpose=True)
     assert written.content_fingerprint == reference.content_fingerprint
     np.testing.assert_array_equal(written.row_sums, reference.row_sums)
     counts_t = group["countsT"]
