@@ -89,8 +89,10 @@ def csr_from_triplets(
     sorted.
     """
     values = np.asarray(values, dtype=band_dtype(np.dtype(values.dtype)))
-    order = np.lexsort((cols, rows))
-    rows, cols, values = rows[order], cols[order], values[order]
+    keys = rows.astype(np.int64) * shape[1] + cols
+    if keys.size > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+        order = np.argsort(keys, kind="stable")
+        rows, cols, values = rows[order], cols[order], values[order]
     if rows.size > 1:
         starts = np.empty(rows.size, dtype=bool)
         starts[0] = True

@@ -85,26 +85,39 @@ def _create(
 def _write_band(
     block: np.ndarray | sp.csr_matrix, array: zarr.Array[Any], first_row: int
 ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
-    """Write one row band of ``counts`` (dense or sparse, already in the storage dtype).
+    """Write one row band of ``counts`` (dense or sparse) in the array's dtype.
 
-    Returns the band's identity-block digests, row sums, detected features per
-    row and detected cells per feature.
+    Values are cast (checked) before a sparse band is densified, straight into
+    the storage dtype. Returns the band's identity-block digests, row sums,
+    detected features per row and detected cells per feature.
     """
-    dense = (
-        np.asarray(block.toarray())
-        if isinstance(block, sp.spmatrix | sp.sparray)
-        else np.asarray(block)
-    )
-    if dense.dtype != array.dtype:
-        dense = checked_cast(dense, np.dtype(array.dtype), where=f"counts rows {first_row}:")
-    write_block(array, dense, (first_row, 0), where=f"counts rows {first_row}:")
-    positive = dense > 0
-    sums_dtype = np.float64 if dense.dtype.kind == "f" else np.int64
+    dtype = np.dtype(array.dtype)
+    where = f"counts rows {first_row}:"
+    if isinstance(block, sp.spmatrix | sp.sparray):
+        csr = sp.csr_matrix(block)
+        csr = sp.csr_matrix(
+            (checked_cast(csr.data, dtype, where=where), csr.indices, csr.indptr), shape=csr.shape
+        )
+        dense = np.asarray(csr.toarray())
+        positive = csr.data > 0
+        rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+        row_positive = np.bincount(rows[positive], minlength=csr.shape[0])
+        column_positive = np.bincount(csr.indices[positive], minlength=csr.shape[1])
+        row_sums = np.asarray(
+            csr.sum(axis=1, dtype=np.float64 if dtype.kind == "f" else np.int64)
+        ).ravel()
+    else:
+        dense = checked_cast(np.asarray(block), dtype, where=where)
+        nonzero = dense > 0
+        row_positive = nonzero.sum(axis=1, dtype=np.int64)
+        column_positive = nonzero.sum(axis=0, dtype=np.int64)
+        row_sums = dense.sum(axis=1, dtype=np.float64 if dtype.kind == "f" else np.int64)
+    write_block(array, dense, (first_row, 0), where=where)
     return (
         block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
-        dense.sum(axis=1, dtype=sums_dtype),
-        positive.sum(axis=1, dtype=np.int64),
-        positive.sum(axis=0, dtype=np.int64),
+        row_sums,
+        row_positive.astype(np.int64),
+        column_positive.astype(np.int64),
     )
 
 
