@@ -64,8 +64,7 @@ class Assay:
         self.name = name
         self.assayType = assay_type
         self.where = f"{where}/{name}"
-        group = root[name]
-        assert isinstance(group, zarr.Group)
+        group = _group(root, name, where=where)
         self.features = MetaData(
             _group(group, "featureData", where=self.where),
             dimension="feature",
@@ -96,8 +95,11 @@ class Assay:
             msg = f"{where} is missing; an {self.assayType} assay needs it - {remedy}"
             raise StoreFormatError(msg)
         array = self.matrix[name]
-        assert isinstance(array, zarr.Array)
-        if array.metadata.zarr_format != 3 or array.shards is None:
+        if (
+            not isinstance(array, zarr.Array)
+            or array.metadata.zarr_format != 3
+            or array.shards is None
+        ):
             msg = f"{where} must be a sharded Zarr v3 array; re-import the store"
             raise StoreFormatError(msg)
         if shape is not None and tuple(array.shape) != shape:
@@ -144,10 +146,10 @@ class Assay:
 
     def summary(self, name: str) -> np.ndarray:
         """A count summary: ``rowSums``, ``rowPositive`` or ``columnPositive``."""
-        summaries = self.matrix["countSummaries"]
-        assert isinstance(summaries, zarr.Group)
-        array = summaries[name]
-        assert isinstance(array, zarr.Array)
+        array = _group(self.matrix, "countSummaries", where=self.where).get(name)
+        if not isinstance(array, zarr.Array):
+            msg = f"{self.where}/countSummaries: no summary {name!r}; expected rowSums, rowPositive or columnPositive"
+            raise KeyError(msg)
         return np.asarray(array[:])
 
     def __repr__(self) -> str:
