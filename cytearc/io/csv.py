@@ -11,7 +11,7 @@ float64 otherwise; text such as ``nan``, ``inf`` or an empty field is refused.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Self
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ from cytearc.io.bands import (
     check_band,
     check_unique_cells,
 )
-from cytearc.io.sources import SourceFormatError
+from cytearc.io.sources import FileSource, SourceFormatError
 
 if TYPE_CHECKING:
     import os
@@ -37,7 +37,7 @@ CHUNK_VALUES: Final = 1 << 22
 """Table fields parsed per chunk."""
 
 
-class CsvSource:
+class CsvSource(FileSource):
     r"""A dense table of counts, cells x features or features x cells, read in bands of cells.
 
     Parameters
@@ -196,31 +196,6 @@ class CsvSource:
         result = np.result_type(*chunk.dtypes) if len(chunk.columns) else np.dtype(np.int64)
         return chunk.to_numpy(dtype=result)
 
-    @property
-    def location(self) -> str:
-        """The file read."""
-        return str(self._path)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n_cells, n_features)``."""
-        return (len(self._cells), len(self._features))
-
-    @property
-    def dtype(self) -> np.dtype:
-        """int64 when every value is an integer, else float64."""
-        return self._dtype
-
-    @property
-    def cells(self) -> pd.DataFrame:
-        """``ids``: the row ids, or the header's ids when features are the rows."""
-        return self._cells
-
-    @property
-    def features(self) -> pd.DataFrame:
-        """``ids`` and ``names`` (both the table's feature ids) and ``feature_types``."""
-        return self._features
-
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop``, from the buckets they overlap."""
         check_band(start, stop, self.shape[0], self.location)
@@ -229,9 +204,3 @@ class CsvSource:
     def close(self) -> None:
         """Remove the buckets."""
         self._buckets.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

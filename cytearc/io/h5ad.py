@@ -12,7 +12,7 @@ are decoded from AnnData's element encodings (``dataframe``,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Self
+from typing import TYPE_CHECKING, Final
 
 import h5py
 import numpy as np
@@ -30,7 +30,7 @@ from cytearc.io.bands import (
     check_unique_cells,
     read_compressed_rows,
 )
-from cytearc.io.sources import SourceFormatError
+from cytearc.io.sources import FileSource, SourceFormatError
 
 if TYPE_CHECKING:
     import os
@@ -158,7 +158,7 @@ def _table(first: dict[str, np.ndarray], rest: dict[str, _Column], where: str) -
     return pd.DataFrame({**first, **rest})
 
 
-class H5adSource:
+class H5adSource(FileSource):
     """``X`` or a layer of an H5AD file, with ``obs`` and ``var``, read in bands of cells.
 
     ``cells`` holds ``ids`` (the ``obs`` index) then the ``obs`` columns.
@@ -297,31 +297,6 @@ class H5adSource:
         }
         return _table(first, columns, where)
 
-    @property
-    def location(self) -> str:
-        """The file read."""
-        return str(self._path)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n_cells, n_features)``."""
-        return (len(self._cells), len(self._features))
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The dtype of the stored values."""
-        return self._dtype
-
-    @property
-    def cells(self) -> pd.DataFrame:
-        """``ids`` then the ``obs`` columns."""
-        return self._cells
-
-    @property
-    def features(self) -> pd.DataFrame:
-        """``ids``, ``names``, ``feature_types``, then the other ``var`` columns."""
-        return self._features
-
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop``: their rows of a dense or CSR matrix, or their CSC buckets."""
         check_band(start, stop, self.shape[0], self.location)
@@ -384,9 +359,3 @@ class H5adSource:
         self._file.close()
         if self._buckets is not None:
             self._buckets.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -22,7 +22,7 @@ Conventions every source keeps:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,10 +31,18 @@ from cytearc.errors import CyteArcError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
     import pandas as pd
 
-__all__ = ["CountSource", "SourceFormatError", "SparseSource", "canonical_csr", "iter_bands"]
+__all__ = [
+    "CountSource",
+    "FileSource",
+    "SourceFormatError",
+    "SparseSource",
+    "canonical_csr",
+    "iter_bands",
+]
 
 
 class SourceFormatError(CyteArcError):
@@ -77,6 +85,55 @@ class CountSource(Protocol):
     def close(self) -> None:
         """Release open files."""
         ...
+
+
+class FileSource:
+    """Shared parts of the sources read from a file or folder.
+
+    A subclass sets ``_path``, ``_cells``, ``_features`` and ``_dtype`` when it
+    opens, and implements ``read_band`` and ``close``; it is a context manager
+    that closes on exit.
+    """
+
+    _path: Path
+    _cells: pd.DataFrame
+    _features: pd.DataFrame
+    _dtype: np.dtype
+
+    @property
+    def location(self) -> str:
+        """The file or folder read."""
+        return str(self._path)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)``."""
+        return (len(self._cells), len(self._features))
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype of the stored values (int64 or float64 for text formats)."""
+        return self._dtype
+
+    @property
+    def cells(self) -> pd.DataFrame:
+        """``ids`` (the barcodes), then the format's cell columns."""
+        return self._cells
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """``ids``, ``names``, ``feature_types``, then the format's other feature columns."""
+        return self._features
+
+    def close(self) -> None:
+        """Release what the source holds open."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def canonical_csr(matrix: sp.spmatrix | sp.sparray | np.ndarray) -> sp.csr_matrix:

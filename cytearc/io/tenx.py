@@ -16,7 +16,7 @@ import errno
 import gzip
 import os
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final, Self
+from typing import IO, TYPE_CHECKING, Final
 
 import h5py
 import numpy as np
@@ -34,7 +34,7 @@ from cytearc.io.bands import (
     csr_from_triplets,
     read_compressed_rows,
 )
-from cytearc.io.sources import SourceFormatError
+from cytearc.io.sources import FileSource, SourceFormatError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -55,7 +55,7 @@ def _h5_strings(dataset: h5py.Dataset, where: str) -> np.ndarray:
     return np.asarray(dataset.asstr()[()], dtype=object)
 
 
-class TenxH5Source:
+class TenxH5Source(FileSource):
     """A Cell Ranger HDF5 feature-barcode matrix, read in bands of cells.
 
     Reads the v3 layout (``/matrix`` with a ``features`` group) and the v2
@@ -213,30 +213,10 @@ class TenxH5Source:
         return genome
 
     @property
-    def location(self) -> str:
-        """The file read."""
-        return str(self._path)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n_cells, n_features)``."""
-        return (len(self._cells), len(self._features))
-
-    @property
     def dtype(self) -> np.dtype:
         """The dtype of the stored values."""
         dtype: np.dtype = np.dtype(self._data.dtype)
         return dtype
-
-    @property
-    def cells(self) -> pd.DataFrame:
-        """``ids``: the barcodes."""
-        return self._cells
-
-    @property
-    def features(self) -> pd.DataFrame:
-        """``ids``, ``names``, ``feature_types``, then the file's other feature columns."""
-        return self._features
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop``, reading only their slice of ``data`` and ``indices``."""
@@ -265,12 +245,6 @@ class TenxH5Source:
     def close(self) -> None:
         """Close the HDF5 file."""
         self._file.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _find_file(directory: Path, names: Sequence[str]) -> Path:
@@ -334,7 +308,7 @@ def _mtx_header(handle: IO[str], path: Path) -> tuple[np.dtype, int, int, int]:
     return dtype, n_rows, n_cols, n_entries
 
 
-class TenxMtxSource:
+class TenxMtxSource(FileSource):
     """A 10x Matrix Market folder (Cell Ranger v2 or v3), read in bands of cells.
 
     The folder holds ``matrix.mtx`` (features x cells, coordinate, integer or
@@ -477,31 +451,6 @@ class TenxMtxSource:
             msg = f"{path}: the size line announces {self._n_entries} entries but the file holds {seen}"
             raise SourceFormatError(msg)
 
-    @property
-    def location(self) -> str:
-        """The folder read."""
-        return str(self._path)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """``(n_cells, n_features)``."""
-        return (len(self._cells), len(self._features))
-
-    @property
-    def dtype(self) -> np.dtype:
-        """int64 for an integer matrix, float64 for a real one."""
-        return self._dtype
-
-    @property
-    def cells(self) -> pd.DataFrame:
-        """``ids``: the barcodes."""
-        return self._cells
-
-    @property
-    def features(self) -> pd.DataFrame:
-        """``ids``, ``names``, ``feature_types``, then any further columns of the table."""
-        return self._features
-
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop``, from the buckets they overlap (bucketing the file on first use)."""
         check_band(start, stop, self.shape[0], self.location)
@@ -512,9 +461,3 @@ class TenxMtxSource:
         self._closed = True
         if self._buckets is not None:
             self._buckets.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
