@@ -32,9 +32,11 @@ __all__ = [
     "assert_cube_equal",
     "every_kind_table",
     "example_cube",
+    "free_port",
     "raise_if_dask_computes",
     "scheduler_processes",
     "tree_snapshot",
+    "wait_for_port",
 ]
 
 
@@ -149,10 +151,21 @@ def tree_snapshot(root: Path) -> dict[str, str]:
     }
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, *, timeout: float = 30.0) -> None:
+    """Wait until a server listens on 127.0.0.1:``port`` (or ``timeout`` seconds pass)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
 
 
 @contextlib.contextmanager
@@ -164,7 +177,7 @@ def scheduler_processes(
     The processes are terminated (then killed) on exit. Worker scratch space
     goes to ``directory``.
     """
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
     scheduler = [
@@ -176,17 +189,12 @@ def scheduler_processes(
         "--port",
         str(port),
         "--dashboard-address",
-        f"127.0.0.1:{_free_port()}",
+        f"127.0.0.1:{free_port()}",
     ]
     procs = [subprocess.Popen(scheduler, **quiet)]  # type: ignore[call-overload]
     address = f"tcp://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+        wait_for_port(port)
         workers = [
             sys.executable,
             "-m",

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,6 +13,7 @@ import s3fs
 
 from cytearc import DataStore
 from cytearc.io.detect import CrToZarr
+from cytepool.testing import free_port, wait_for_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -23,16 +22,10 @@ if TYPE_CHECKING:
     from cytearc.engine.cluster import Engine
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_options() -> Iterator[dict[str, Any]]:
     """A moto S3 server on 127.0.0.1 with a bucket; its storage options."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -41,12 +34,7 @@ def s3_options() -> Iterator[dict[str, Any]]:
         env=env,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+        wait_for_port(port)
         options = {
             "endpoint_url": f"http://127.0.0.1:{port}",
             "key": "testing",

@@ -7,28 +7,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.sparse as sp
 
 from cytearc.io import csv as csv_module
 from cytearc.io.csv import CsvSource
 from cytearc.io.sources import CountSource, SourceFormatError
+from cytearc.testing import assemble_bands
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 BAND_SIZES = (1, 7, 100, None)
-
-
-def assemble(source: CountSource, rows: int | None) -> sp.csr_matrix:
-    """Every band of ``rows`` cells stacked, each checked to be canonical."""
-    n_cells = source.shape[0]
-    step = rows or max(n_cells, 1)
-    bands = [source.read_band(s, min(s + step, n_cells)) for s in range(0, n_cells, step)]
-    for band in bands:
-        assert isinstance(band, sp.csr_matrix)
-        assert band.has_canonical_format
-        assert np.all(band.data != 0)
-    return sp.vstack(bands, format="csr")
 
 
 def table(n_cells: int = 130, n_genes: int = 17, *, seed: int = 0) -> pd.DataFrame:
@@ -57,7 +45,7 @@ def test_cells_x_features_reads_every_band(
         assert source.shape == counts.shape
         assert source.dtype == np.int64
         for rows in BAND_SIZES:
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert band.dtype == np.int64
             np.testing.assert_array_equal(band.toarray(), counts.to_numpy())
         assert source.cells["ids"].tolist() == counts.index.tolist()
@@ -75,7 +63,7 @@ def test_features_x_cells_is_transposed(tmp_path: Path, monkeypatch: pytest.Monk
     with CsvSource(path, orientation="features_x_cells", sep="\t", band_rows=32) as source:
         assert source.shape == counts.shape
         for rows in BAND_SIZES:
-            np.testing.assert_array_equal(assemble(source, rows).toarray(), counts.to_numpy())
+            np.testing.assert_array_equal(assemble_bands(source, rows).toarray(), counts.to_numpy())
         assert source.cells["ids"].tolist() == counts.index.tolist()
         assert source.features["ids"].tolist() == counts.columns.tolist()
 
@@ -93,7 +81,7 @@ def test_float_values_make_a_float64_source(
     with CsvSource(path, band_rows=50) as source:
         assert source.dtype == np.float64
         for rows in (1, None):
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert band.dtype == np.float64
             np.testing.assert_array_equal(band.toarray(), counts.to_numpy())
 
@@ -105,7 +93,7 @@ def test_index_col_chooses_the_id_column(tmp_path: Path) -> None:
     with CsvSource(path, index_col=1) as source:
         assert source.cells["ids"].tolist() == ["c1", "c2"]
         assert source.features["ids"].tolist() == ["a", "b"]
-        np.testing.assert_array_equal(assemble(source, 1).toarray(), [[1, 0], [0, 3]])
+        np.testing.assert_array_equal(assemble_bands(source, 1).toarray(), [[1, 0], [0, 3]])
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import scipy.sparse as sp
 
 from cytearc.io.h5ad import H5adSource
 from cytearc.io.sources import CountSource, SourceFormatError
+from cytearc.testing import assemble_bands
 
 DATA = Path(__file__).parents[3].parent / "shared" / "data"
 BAND_SIZES = (1, 7, 100, None)
@@ -22,18 +23,6 @@ REAL_FILES = [
     "h5ad_hagai2018_lps_toy/hagai2018_lps_toy.h5ad",
     "10x_multiome_pbmc_subset/test_rna.h5ad",
 ]
-
-
-def assemble(source: CountSource, rows: int | None) -> sp.csr_matrix:
-    """Every band of ``rows`` cells stacked, each checked to be canonical."""
-    n_cells = source.shape[0]
-    step = rows or max(n_cells, 1)
-    bands = [source.read_band(s, min(s + step, n_cells)) for s in range(0, n_cells, step)]
-    for band in bands:
-        assert isinstance(band, sp.csr_matrix)
-        assert band.has_canonical_format
-        assert np.all(band.data != 0)
-    return sp.vstack(bands, format="csr")
 
 
 def read_reference(path: Path) -> ad.AnnData:
@@ -113,7 +102,7 @@ def test_real_files_match_anndata(file: str) -> None:
         assert source.shape == adata.shape
         assert source.dtype == np.float32
         for rows in BAND_SIZES:
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert band.dtype == np.float32
             assert (band != adata.X).nnz == 0
         assert_tables_match(source, adata)
@@ -160,7 +149,7 @@ def test_every_matrix_layout_reads_the_same(tmp_path: Path, layout: str) -> None
     with H5adSource(path, band_rows=8) as source:
         assert source.dtype == np.float32
         for rows in BAND_SIZES:
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert (band != expected).nnz == 0
         assert source.read_band(30, 31).nnz == 0
         assert_tables_match(source, ad.read_h5ad(path))
@@ -197,7 +186,7 @@ def test_layer_is_read_instead_of_x(tmp_path: Path) -> None:
     for layer, dtype in [("counts", np.int32), ("dense", np.uint16)]:
         with H5adSource(path, layer=layer) as source:
             assert source.dtype == dtype
-            band = assemble(source, 7)
+            band = assemble_bands(source, 7)
             assert band.dtype == np.int64
             assert (band != raw).nnz == 0
     with pytest.raises(SourceFormatError, match=r"no layer 'spliced'.*\['counts', 'dense'\]"):
@@ -234,7 +223,7 @@ def test_legacy_h5sparse_csc_is_bucketed(tmp_path: Path) -> None:
         f["X"].attrs["h5sparse_format"] = "csc"
         f["X"].attrs["h5sparse_shape"] = expected.shape
     with H5adSource(path, band_rows=4) as source:
-        assert (assemble(source, 3) != expected).nnz == 0
+        assert (assemble_bands(source, 3) != expected).nnz == 0
 
 
 def test_duplicates_in_a_csc_matrix_are_summed(tmp_path: Path) -> None:
@@ -253,7 +242,7 @@ def test_duplicates_in_a_csc_matrix_are_summed(tmp_path: Path) -> None:
             del x[key]
             x[key] = values
     with H5adSource(path, band_rows=2) as source:
-        band = assemble(source, None)
+        band = assemble_bands(source, None)
         assert band[1, 0] == (0.1 + 0.2) + 0.3
         assert band[3, 1] == 5.0
         assert band.nnz == 2

@@ -15,6 +15,7 @@ import scipy.sparse as sp
 
 from cytearc.io.sources import CountSource, SourceFormatError
 from cytearc.io.tenx import TenxH5Source, TenxMtxSource
+from cytearc.testing import assemble_bands
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -35,19 +36,6 @@ H5_FILES = [
     ("10x_v3_pbmc1k_chr21/filtered_feature_bc_matrix.h5", None, "/matrix"),
     ("10x_v3_h5_pbmc1k_citeseq/filtered_feature_bc_matrix.h5", None, "/matrix"),
 ]
-
-
-def assemble(source: CountSource, rows: int | None) -> sp.csr_matrix:
-    """Every band of ``rows`` cells stacked, each checked to be canonical."""
-    n_cells = source.shape[0]
-    step = rows or max(n_cells, 1)
-    bands = [source.read_band(s, min(s + step, n_cells)) for s in range(0, n_cells, step)]
-    for band in bands:
-        assert isinstance(band, sp.csr_matrix)
-        assert band.has_canonical_format
-        assert np.all(band.data != 0)
-        assert band.shape[1] == source.shape[1]
-    return sp.vstack(bands, format="csr")
 
 
 def assert_same(actual: sp.csr_matrix, expected: sp.spmatrix) -> None:
@@ -113,7 +101,7 @@ def test_mtx_folders_match_mmread(folder: str) -> None:
         assert source.shape == expected.shape
         assert source.dtype == np.int64
         for rows in BAND_SIZES:
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert band.dtype == np.int64
             assert_same(band, expected)
 
@@ -157,7 +145,7 @@ def test_h5_files_match_h5py(file: str, genome: str | None, group: str) -> None:
         assert isinstance(source, CountSource)
         assert source.dtype == np.int32
         for rows in BAND_SIZES:
-            band = assemble(source, rows)
+            band = assemble_bands(source, rows)
             assert band.dtype == np.int64
             assert_same(band, expected)
 
@@ -191,7 +179,7 @@ def test_v2_genomes_are_chosen_by_name() -> None:
         TenxH5Source(path, genome="mm10")
     with TenxH5Source(path, genome="another_genome") as other:
         assert other.features["names"].iloc[0] == "gene_0"
-        assert assemble(other, None).sum() == 13
+        assert assemble_bands(other, None).sum() == 13
 
 
 def test_citeseq_keeps_antibody_capture_and_tag_columns() -> None:
@@ -211,7 +199,7 @@ def test_citeseq_keeps_antibody_capture_and_tag_columns() -> None:
         assert {"CD3", "CD4", "CD19"} <= set(adt["ids"])
         assert set(adt["read"]) == {"R2"}
         assert set(adt["genome"]) == {""}
-        assert int(assemble(source, 300).sum()) == 8_671_085
+        assert int(assemble_bands(source, 300).sum()) == 8_671_085
 
 
 def test_v3_genome_keeps_only_its_features() -> None:
@@ -223,7 +211,7 @@ def test_v3_genome_keeps_only_its_features() -> None:
     with TenxH5Source(path, genome="GRCh38") as source:
         assert source.shape == (892, 36601)
         assert set(source.features["feature_types"]) == {"Gene Expression"}
-        assert_same(assemble(source, 100), expected[:, keep])
+        assert_same(assemble_bands(source, 100), expected[:, keep])
     with pytest.raises(SourceFormatError, match=r"no genome 'mm10'.*GRCh38"):
         TenxH5Source(path, genome="mm10")
 
@@ -236,7 +224,7 @@ def test_v3_folder_and_h5_agree() -> None:
         TenxH5Source(root / "filtered_feature_bc_matrix.h5") as h5,
     ):
         assert folder.shape == h5.shape == (1107, 507)
-        assert_same(assemble(folder, 50), assemble(h5, 50))
+        assert_same(assemble_bands(folder, 50), assemble_bands(h5, 50))
         pd.testing.assert_frame_equal(folder.cells, h5.cells)
         first = ["ids", "names", "feature_types"]
         pd.testing.assert_frame_equal(folder.features[first], h5.features[first])
@@ -274,7 +262,7 @@ def test_mtx_duplicates_are_summed_in_int64(tmp_path: Path) -> None:
     for band_rows in (1, 3, 10):
         with TenxMtxSource(folder, band_rows=band_rows) as source:
             for rows in (1, 2, None):
-                band = assemble(source, rows)
+                band = assemble_bands(source, rows)
                 assert band.dtype == np.int64
                 np.testing.assert_array_equal(band.toarray(), expected)
                 assert band.nnz == 3
@@ -286,7 +274,7 @@ def test_mtx_real_values_are_float64_summed_in_file_order(tmp_path: Path) -> Non
     folder = write_mtx(tmp_path / "real", entries, shape=(2, 2), field="real", compress=True)
     with TenxMtxSource(folder) as source:
         assert source.dtype == np.float64
-        band = assemble(source, None)
+        band = assemble_bands(source, None)
         assert band.dtype == np.float64
         assert band[0, 0] == (0.1 + 0.2) + 0.3
         assert band[0, 1] == 2.5e-7
@@ -303,7 +291,7 @@ def test_mtx_reads_v2_and_gzipped_files(tmp_path: Path) -> None:
     with TenxMtxSource(folder) as source:
         assert source.features["names"].tolist() == ["A", "B"]
         assert source.features["feature_types"].tolist() == ["Gene Expression"] * 2
-        np.testing.assert_array_equal(assemble(source, 1).toarray(), [[0, 1], [3, 0]])
+        np.testing.assert_array_equal(assemble_bands(source, 1).toarray(), [[0, 1], [3, 0]])
 
 
 @pytest.mark.parametrize(
