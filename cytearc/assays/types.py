@@ -8,9 +8,9 @@ store ``countsT``.
 from __future__ import annotations
 
 import re
-import warnings
 from typing import TYPE_CHECKING, Final
 
+from cytearc._warnings import warn_user
 from cytearc.errors import CyteArcError
 
 if TYPE_CHECKING:
@@ -89,11 +89,9 @@ def resolve_assay_type(
         return recorded
     if assay in PRESETS:
         return assay
-    warnings.warn(
+    warn_user(
         f"assay {assay!r} has no type and its name is no preset; it opens as the generic 'Assay' "
-        "(pass assay_types={...} to choose one)",
-        UserWarning,
-        stacklevel=3,
+        "(pass assay_types={...} to choose one)"
     )
     return "Assay"
 
