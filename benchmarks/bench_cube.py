@@ -36,11 +36,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import gc
 import hashlib
-import os
-import platform
 import resource
 import shutil
 import statistics
@@ -49,13 +46,13 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
 
 import dask
 import numpy as np
 import pandas as pd
+import report
 import zarr
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
 from zarr.storage import LocalStore
@@ -275,11 +272,6 @@ def write_plain_zarr(
         arr[:] = x
 
 
-def disk_bytes(path: Path) -> int:
-    """Total size of the files below ``path``."""
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
 # -- measuring ------------------------------------------------------------------
 
 
@@ -337,50 +329,13 @@ def measure(steps: Sequence[Step[Any]], repeat: int) -> None:
 # -- report ---------------------------------------------------------------------
 
 
-def source_commit() -> str:
-    """The git commit of the checkout this script is in, read from ``.git`` (no subprocess)."""
-    git = Path(__file__).resolve().parent.parent / ".git"
-    try:
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref: "):
-            return head[:12]
-        ref = head.removeprefix("ref: ")
-        if (git / ref).is_file():
-            return (git / ref).read_text(encoding="utf-8").strip()[:12]
-        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
-            if line.endswith(" " + ref):
-                return line[:12]
-    except OSError:
-        pass
-    return "unknown"
-
-
 def machine() -> list[str]:
-    """Lines describing the machine and the library versions."""
-    cpu = platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """Lines describing the machine, the library versions and how memory is measured."""
     scheduler = dask.config.get("scheduler", None) or "threads (default)"
-    return [
-        f"date (UTC): {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}",
-        (
-            f"machine: {platform.system()} {platform.machine()}, {cpu}, "
-            f"nproc {len(os.sched_getaffinity(0))}, memory {memory / 2**30:.1f} GiB"
-        ),
-        (
-            f"python {platform.python_version()}, numpy {np.__version__}, "
-            f"zarr {zarr.__version__}, numcodecs {version('numcodecs')}, "
-            f"dask {version('dask')}, cytearc {version('cytearc')} (commit {source_commit()})"
-        ),
-        (
-            f"dask scheduler: {scheduler}; peak RSS: "
-            + ("psutil, sampled every 10 ms" if psutil is not None else "getrusage ru_maxrss")
-        ),
-    ]
+    rss = "psutil, sampled every 10 ms" if psutil is not None else "getrusage ru_maxrss"
+    return report.machine(
+        ("zarr", "numcodecs", "dask"), notes=[f"dask scheduler: {scheduler}; peak RSS: {rss}"]
+    )
 
 
 def table(rows: list[Row]) -> str:
@@ -488,7 +443,7 @@ def bench_write(
 
         def remove(name: str) -> Callable[[Path], None]:
             def teardown(path: Path) -> None:
-                sizes[name] = disk_bytes(path)
+                sizes[name] = report.disk_bytes(path)
                 shutil.rmtree(path)
 
             return teardown

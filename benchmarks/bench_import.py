@@ -51,12 +51,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import functools
 import gc
 import json
-import os
-import platform
 import re
 import resource
 import shutil
@@ -66,7 +63,6 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -84,6 +80,7 @@ except ModuleNotFoundError:  # pragma: no cover - psutil is optional
     psutil = None
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report
 import synthetic
 
 MB: Final = 1_000_000
@@ -253,13 +250,6 @@ def ensure_dataset(cells: int, genes: int, *, data: Path, seed: int) -> Dataset:
         truth=truth,
         generated=generated,
     )
-
-
-def disk_bytes(path: Path) -> int:
-    """Total size of the files at or below ``path``."""
-    if path.is_file():
-        return path.stat().st_size
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 # -- the reference reads (run in a subprocess) ----------------------------------
@@ -600,7 +590,7 @@ def run_import(
             row=row,
             fingerprint=result.dataset_fingerprint,
             dtype=",".join(f"{k} {v}" for k, v in result.dtypes.items()),
-            store_bytes=disk_bytes(dest),
+            store_bytes=report.disk_bytes(dest),
             check=_store_check(dest, dataset),
             phase_lines=_phase_lines(phases, start, stop, rss),
             task_lines=_task_summary(stream.data),
@@ -612,50 +602,15 @@ def run_import(
 # -- report ---------------------------------------------------------------------
 
 
-def source_commit() -> str:
-    """The git commit of the checkout this script is in, read from ``.git`` (no subprocess)."""
-    git = Path(__file__).resolve().parent.parent / ".git"
-    try:
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
-        if not head.startswith("ref: "):
-            return head[:12]
-        ref = head.removeprefix("ref: ")
-        if (git / ref).is_file():
-            return (git / ref).read_text(encoding="utf-8").strip()[:12]
-        for line in (git / "packed-refs").read_text(encoding="utf-8").splitlines():
-            if line.endswith(" " + ref):
-                return line[:12]
-    except OSError:
-        pass
-    return "unknown"
-
-
 def machine() -> list[str]:
-    """Lines describing the machine and the library versions."""
-    cpu = platform.machine()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    """Lines describing the machine, the library versions and how memory is measured."""
     packages = ("zarr", "numcodecs", "dask", "distributed", "scipy", "h5py", "anndata", "pandas")
-    return [
-        f"date (UTC): {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M}",
-        (
-            f"machine: {platform.system()} {platform.machine()}, {cpu}, "
-            f"nproc {len(os.sched_getaffinity(0))}, memory {memory / 2**30:.1f} GiB"
-        ),
-        f"python {platform.python_version()}, numpy {np.__version__}, "
-        + ", ".join(f"{name} {version(name)}" for name in packages)
-        + f", cytearc {version('cytearc')} (commit {source_commit()})",
-        "peak RSS: "
-        + (
-            "psutil, sampled every 10 ms, process + all children"
-            if psutil is not None
-            else "psutil missing: no RSS"
-        ),
-    ]
+    rss = (
+        "psutil, sampled every 10 ms, process + all children"
+        if psutil is not None
+        else "psutil missing: no RSS"
+    )
+    return report.machine(packages, notes=[f"peak RSS: {rss}"])
 
 
 def table(rows: Sequence[Row], budget: int) -> str:
@@ -755,8 +710,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
         print(
             f"data {dataset.label}: {truth['n_values']:,} non-zero "
             f"({truth['nonzero_fraction']:.2%}), {truth['total_counts']:,} counts; "
-            f"matrix.mtx {disk_bytes(dataset.mtx / 'matrix.mtx') / MB:,.0f} MB, "
-            f"h5ad {disk_bytes(dataset.h5ad) / MB:,.0f} MB; {made}"
+            f"matrix.mtx {report.disk_bytes(dataset.mtx / 'matrix.mtx') / MB:,.0f} MB, "
+            f"h5ad {report.disk_bytes(dataset.h5ad) / MB:,.0f} MB; {made}"
         )
         datasets.append(dataset)
 
