@@ -21,6 +21,8 @@ import scipy.sparse as sp
 from cytearc.io.sources import SourceFormatError, canonical_csr
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import h5py
 
 __all__ = [
@@ -168,6 +170,17 @@ class BandBuckets:
         self.directory = Path(tempfile.mkdtemp(prefix="cytearc-bands-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
         self._value_dtypes: dict[int, list[np.dtype]] = {}
+
+    @classmethod
+    def filled(cls, *, band_rows: int, fill: Callable[[BandBuckets], None]) -> BandBuckets:
+        """New buckets that ``fill`` adds every entry to; removed again if ``fill`` fails."""
+        buckets = cls(band_rows=band_rows)
+        try:
+            fill(buckets)
+        except BaseException:
+            buckets.close()
+            raise
+        return buckets
 
     @staticmethod
     def _records(value_dtype: np.dtype) -> np.dtype:

@@ -320,16 +320,9 @@ class H5adSource(FileSource):
         return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
 
     def _bucketed(self) -> BandBuckets:
-        if self._buckets is not None:
-            return self._buckets
-        buckets = BandBuckets(band_rows=self._band_rows)
-        try:
-            self._fill(buckets)
-        except BaseException:
-            buckets.close()
-            raise
-        self._buckets = buckets
-        return buckets
+        if self._buckets is None:
+            self._buckets = BandBuckets.filled(band_rows=self._band_rows, fill=self._fill)
+        return self._buckets
 
     def _fill(self, buckets: BandBuckets) -> None:
         n_cells, n_features = self.shape

@@ -394,16 +394,9 @@ class TenxMtxSource(FileSource):
         if self._closed:
             msg = f"{self.location}: the source is closed"
             raise ValueError(msg)
-        if self._buckets is not None:
-            return self._buckets
-        buckets = BandBuckets(band_rows=self._band_rows)
-        try:
-            self._fill(buckets)
-        except BaseException:
-            buckets.close()
-            raise
-        self._buckets = buckets
-        return buckets
+        if self._buckets is None:
+            self._buckets = BandBuckets.filled(band_rows=self._band_rows, fill=self._fill)
+        return self._buckets
 
     def _entries(self, handle: IO[str]) -> Iterator[pd.DataFrame]:
         """The entries after the header, in chunks, with parse errors named."""
