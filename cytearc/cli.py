@@ -63,8 +63,8 @@ def _info(args: argparse.Namespace) -> int:
         "assays": {
             name: {
                 "type": assay.assayType,
-                "shape": list(assay.counts.shape),
-                "dtype": str(assay.counts.dtype),
+                "shape": list(assay.shape),
+                "dtype": str(assay.dtype),
                 "layout": assay.layout.to_json(),
                 "shards": list(assay._counts.shards or ()),
                 "countsT": assay._counts_t is not None,

@@ -127,6 +127,17 @@ class Assay:
             raise StoreFormatError(msg)
 
     @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)`` of the counts."""
+        n_cells, n_features = self._counts.shape
+        return (n_cells, n_features)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage dtype of ``counts`` and ``countsT``."""
+        return np.dtype(self._counts.dtype)
+
+    @property
     def content_fingerprint(self) -> str:
         """The identity of the counts (see :mod:`cytearc.storage.identity`)."""
         return str(self._counts.attrs["content_fingerprint"])
@@ -235,8 +246,8 @@ class DataStore:
             for name in sorted(names)
         }
         for assay in self.assays.values():
-            if assay.counts.shape[0] != self.cells.n_rows:
-                msg = f"{assay.where}: counts has {assay.counts.shape[0]} cells, the cell table {self.cells.n_rows}"
+            if assay.shape[0] != self.cells.n_rows:
+                msg = f"{assay.where}: counts has {assay.shape[0]} cells, the cell table {self.cells.n_rows}"
                 raise StoreFormatError(msg)
 
     def _resolve_types(

@@ -352,13 +352,14 @@ class Cube:
             "output": None,
         }
         canonical_json(record["parameters"], what=f"{operation} parameters")
+        provenance = self.provenance
         return Cube._assemble(
             tables=tables,
             layers=layers,
             n_cells=n_cells,
             normalization=self._normalization,
-            origin={**self._origin, "cytepool": self.provenance["cytepool"]},
-            operations=[*self.provenance["operations"], record],
+            origin=self._origin,
+            operations=[*provenance["operations"], record],
         )
 
     # -- operations -----------------------------------------------------------

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
 import zarr
+from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from zarr.storage import LocalStore
 
@@ -450,10 +450,7 @@ def _verified_array(
     n_groups, n_samples, n_features = array.shape
     width = array.chunks[2]
     bounds = [(s, min(s + width, n_features)) for s in range(0, n_features, width)]
-    token = json.dumps([where, list(digests), verify])
-    from dask.base import tokenize  # noqa: PLC0415
-
-    name = f"cytepool-layer-{tokenize(token)}"
+    name = f"cytepool-layer-{tokenize(where, digests, verify)}"
     layer = _GroupVerifiedLayer(
         name=name, array=array, digests=digests, bounds=bounds, where=where, verify=verify
     )

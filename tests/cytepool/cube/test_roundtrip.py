@@ -112,17 +112,17 @@ def test_layers_are_lazy_and_chunked_as_stored(tmp_path: Path) -> None:
 def test_dask_layers_are_written_without_loading_whole(tmp_path: Path) -> None:
     """A cube built from lazy Dask layers writes and fingerprints like its numpy twin."""
     cube = example_cube(n_groups=3, n_samples=5, n_features=5000)
-    lazy = Cube(
-        samples=cube.samples,
-        groups=cube.groups,
-        features=cube.features,
-        layers={
-            n: da.from_array(np.asarray(x), chunks=(2, 5, 1000)) for n, x in cube.layers.items()
-        },
-        n_cells=cube.n_cells,
-        normalization=cube.normalization,
-    )
     with raise_if_dask_computes():
+        lazy = Cube(
+            samples=cube.samples,
+            groups=cube.groups,
+            features=cube.features,
+            layers={
+                n: da.from_array(np.asarray(x), chunks=(2, 5, 1000)) for n, x in cube.layers.items()
+            },
+            n_cells=cube.n_cells,
+            normalization=cube.normalization,
+        )
         assert isinstance(lazy.layers["counts"], da.Array)
     path = write_cube(lazy, tmp_path / "lazy.cube.zarr", compression="zstd")
     assert read_cube(path).fingerprint == cube.fingerprint == lazy.fingerprint
