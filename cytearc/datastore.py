@@ -191,6 +191,8 @@ class DataStore:
         ``"r"`` (default; reading never changes a byte) or ``"r+"``.
     storage_options
         For fsspec URLs (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
+    show_progress
+        Progress bars on long computations.
     """
 
     def __init__(
@@ -203,11 +205,13 @@ class DataStore:
         assay_types: Mapping[str, str] | None = None,
         zarr_mode: str = "r",
         storage_options: Mapping[str, Any] | None = None,
+        show_progress: bool = True,
     ) -> None:
         if zarr_mode not in _MODES:
             msg = f"zarr_mode: expected 'r' or 'r+', found {zarr_mode!r}"
             raise CyteArcError(msg)
         self.writable = zarr_mode == "r+"
+        self.show_progress = show_progress
         self._engine_options = (mem_budget, workers, cluster)
         self.root, self.where = _open_root(
             location, mode=zarr_mode, storage_options=storage_options

@@ -1,0 +1,41 @@
+"""Analysis artifacts: groups published by one metadata write, found again by their provenance."""
+
+from cytearc.artifacts.errors import (
+    ArtifactError,
+    IncompleteArtifactError,
+    MissingArtifactError,
+    StaleSelectionError,
+)
+from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef, make_provenance
+from cytearc.artifacts.store import (
+    Artifact,
+    ArtifactWriter,
+    Lineage,
+    PlanReceipt,
+    find_reusable,
+    lineage,
+    list_artifacts,
+    open_artifact,
+    planning_receipts,
+    produce,
+)
+
+__all__ = [
+    "DATASTORE_SCOPE",
+    "Artifact",
+    "ArtifactError",
+    "ArtifactRef",
+    "ArtifactWriter",
+    "IncompleteArtifactError",
+    "Lineage",
+    "MissingArtifactError",
+    "PlanReceipt",
+    "StaleSelectionError",
+    "find_reusable",
+    "lineage",
+    "list_artifacts",
+    "make_provenance",
+    "open_artifact",
+    "planning_receipts",
+    "produce",
+]

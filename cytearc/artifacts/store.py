@@ -1,0 +1,404 @@
+"""Artifact groups: publication by one metadata write, lookup, reuse and lineage.
+
+An artifact is a group ``{scope}/artifacts/{kind}/{artifact_id}`` whose path
+ends in a random 256-bit id, so it belongs to its producer alone. The producer
+creates it with ``complete=False``, writes and checks the payload, and
+publishes it with one attribute write that sets ``complete=True``. A failure
+before that write deletes the group; after it the group stays, complete or
+not, because the write may have persisted although it reported an error.
+Readers and reuse only ever accept ``complete is True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import zarr
+from zarr.codecs import ZstdCodec
+
+from cytearc.artifacts.errors import ArtifactError, IncompleteArtifactError, MissingArtifactError
+from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef
+from cytearc.engine.arrays import open_lazy, store_aligned
+from cytearc.metadata.table import ReadOnlyStoreError
+from cytearc.storage.finite_values import check_finite, checked_blocks
+from cytepool.cube.cube import package_version
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    import dask.array as da
+    from dask.delayed import Delayed
+
+__all__ = [
+    "ATTRIBUTES",
+    "Artifact",
+    "ArtifactWriter",
+    "Lineage",
+    "PlanReceipt",
+    "find_reusable",
+    "lineage",
+    "list_artifacts",
+    "open_artifact",
+    "planning_receipts",
+    "produce",
+]
+
+ATTRIBUTES: Final = (
+    "artifact_id",
+    "kind",
+    "provenance",
+    "execution_options",
+    "created_at_ns",
+    "cytearc_version",
+    "complete",
+)
+_COMPRESSOR: Final = ZstdCodec(level=3)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A published artifact: its reference, attributes and arrays."""
+
+    ref: ArtifactRef
+    group: zarr.Group
+    attrs: dict[str, Any]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """``{operation, parameters, inputs[, revision]}``."""
+        return dict(self.attrs["provenance"])
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The operation's parameters."""
+        return dict(self.provenance["parameters"])
+
+    def inputs(self) -> dict[str, ArtifactRef]:
+        """The upstream artifacts among the provenance inputs."""
+        out = {}
+        for name, value in self.provenance["inputs"].items():
+            ref = ArtifactRef.from_json(value)
+            if ref is not None:
+                out[name] = ref
+        return out
+
+    def array(self, name: str) -> zarr.Array[Any]:
+        """One payload array."""
+        node = self.group.get(name)
+        if not isinstance(node, zarr.Array):
+            msg = f"{self.ref}: no array {name!r}; it holds {sorted(self.group.array_keys())}"
+            raise ArtifactError(msg)
+        return node
+
+    def read(self, name: str) -> np.ndarray:
+        """A small payload array, whole (never a count matrix or normalized data)."""
+        return np.asarray(self.array(name)[...])
+
+    def lazy(self, name: str) -> da.Array:
+        """A payload array as a Dask array whose blocks are its chunks."""
+        return open_lazy(self.array(name))
+
+    def __repr__(self) -> str:
+        return f"<Artifact {self.ref} ({self.provenance['operation']})>"
+
+
+def _check_attrs(attrs: dict[str, Any], ref: ArtifactRef) -> None:
+    missing = [k for k in ATTRIBUTES if k not in attrs]
+    if missing:
+        msg = f"{ref}: artifact attributes {missing} are missing; the artifact is unusable - compute it again"
+        raise ArtifactError(msg)
+    if attrs["artifact_id"] != ref.artifact_id or attrs["kind"] != ref.kind:
+        msg = f"{ref}: attributes name artifact {attrs['artifact_id']!r} of kind {attrs['kind']!r}"
+        raise ArtifactError(msg)
+    provenance = attrs["provenance"]
+    if not isinstance(provenance, dict) or not {"operation", "parameters", "inputs"} <= set(
+        provenance
+    ):
+        msg = f"{ref}: provenance must map operation, parameters and inputs; found {provenance!r}"
+        raise ArtifactError(msg)
+
+
+def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
+    """The published artifact at ``ref``.
+
+    Raises
+    ------
+    MissingArtifactError
+        No group there (removed, or never created).
+    IncompleteArtifactError
+        The group was never published; it is never read.
+    """
+    ref = ArtifactRef.parse(ref)
+    node = root.get(ref.path)
+    if not isinstance(node, zarr.Group):
+        msg = (
+            f"{ref}: no such artifact in the store; recompute it (its inputs may have been removed)"
+        )
+        raise MissingArtifactError(msg)
+    attrs = dict(node.attrs)
+    if attrs.get("complete") is not True:
+        msg = f"{ref}: the artifact was never published (complete={attrs.get('complete')!r}); it is left by an interrupted producer and is never read - compute it again"
+        raise IncompleteArtifactError(msg)
+    _check_attrs(attrs, ref)
+    return Artifact(ref, node, attrs)
+
+
+def _kind_groups(root: zarr.Group, scope: str, kind: str | None) -> Iterator[tuple[str, str]]:
+    base = root.get(f"{scope}/artifacts" if scope else "artifacts")
+    if not isinstance(base, zarr.Group):
+        return
+    kinds = sorted(base.group_keys()) if kind is None else [kind]
+    for name in kinds:
+        group = base.get(name)
+        if isinstance(group, zarr.Group):
+            for artifact_id in sorted(group.group_keys()):
+                yield name, artifact_id
+
+
+def list_artifacts(
+    root: zarr.Group, *, scopes: list[str], kind: str | None = None
+) -> list[Artifact]:
+    """Published artifacts of ``scopes`` (``""`` for the datastore), oldest first."""
+    out = []
+    for scope in scopes:
+        for kind_name, artifact_id in _kind_groups(root, scope, kind):
+            try:
+                out.append(open_artifact(root, ArtifactRef(scope, kind_name, artifact_id)))
+            except ArtifactError:
+                continue
+    return sorted(out, key=lambda a: (a.attrs["created_at_ns"], a.ref))
+
+
+def find_reusable(
+    root: zarr.Group, *, scope: str, kind: str, provenance: dict[str, Any]
+) -> Artifact | None:
+    """The oldest published artifact whose whole provenance mapping equals ``provenance``."""
+    for artifact in list_artifacts(root, scopes=[scope], kind=kind):
+        recorded = artifact.attrs["provenance"]
+        if "revision" in recorded and (
+            not isinstance(recorded["revision"], int)
+            or isinstance(recorded["revision"], bool)
+            or recorded["revision"] < 2
+        ):
+            continue
+        if recorded == provenance:
+            return artifact
+    return None
+
+
+@dataclass
+class PlanReceipt:
+    """How a planned artifact was satisfied: ``reused`` or ``created``, with the plans it made."""
+
+    operation: str
+    kind: str
+    scope: str
+    artifact_id: str = ""
+    disposition: str = ""
+    nested: list[PlanReceipt] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stage record's plan entry."""
+        return {
+            "operation": self.operation,
+            "kind": self.kind,
+            "scope": self.scope,
+            "artifactId": self.artifact_id,
+            "disposition": self.disposition,
+            "nested": [n.to_json() for n in self.nested],
+        }
+
+
+_receipts: contextvars.ContextVar[list[PlanReceipt] | None] = contextvars.ContextVar(
+    "cytearc_plan_receipts", default=None
+)
+
+
+@contextlib.contextmanager
+def planning_receipts() -> Iterator[list[PlanReceipt]]:
+    """Collect the receipts of the artifacts planned inside the block (the pipeline's ledger)."""
+    receipts: list[PlanReceipt] = []
+    token = _receipts.set(receipts)
+    try:
+        yield receipts
+    finally:
+        _receipts.reset(token)
+
+
+class ArtifactWriter:
+    """The payload of one artifact being produced (unpublished until :func:`produce` returns)."""
+
+    def __init__(
+        self,
+        group: zarr.Group,
+        *,
+        ref: ArtifactRef,
+        operation: str,
+        compute: Callable[..., tuple[Any, ...]],
+    ) -> None:
+        self.group = group
+        self.ref = ref
+        self.operation = operation
+        self._compute = compute
+        self._pending: list[Delayed] = []
+
+    def write(
+        self,
+        name: str,
+        values: np.ndarray,
+        *,
+        chunks: tuple[int, ...] | None = None,
+        finite: bool = True,
+        attributes: dict[str, Any] | None = None,
+    ) -> zarr.Array[Any]:
+        """Store a small array now, checking finite values first."""
+        values = np.asarray(values)
+        if finite:
+            check_finite(values, operation=self.operation, array=name)
+        dtype: Any = str if values.dtype.kind in "OUT" else values.dtype
+        array = self.group.create_array(
+            name,
+            shape=values.shape,
+            dtype=dtype,
+            chunks=chunks or tuple(max(1, s) for s in values.shape),
+            compressors=_COMPRESSOR,
+            attributes=attributes or {},
+        )
+        if values.size:
+            array[...] = values.astype(object) if dtype is str else values
+        return array
+
+    def store(
+        self,
+        name: str,
+        x: da.Array,
+        *,
+        chunks: tuple[int, ...],
+        finite: bool = True,
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
+        """Plan the write of a Dask array (rechunked to ``chunks``), run at publication."""
+        x = x.rechunk(chunks)
+        if finite:
+            x = checked_blocks(x, operation=self.operation, array=name)
+        array = self.group.create_array(
+            name,
+            shape=x.shape,
+            dtype=x.dtype,
+            chunks=tuple(max(1, c) for c in chunks),
+            compressors=_COMPRESSOR,
+            attributes=attributes or {},
+        )
+        self._pending.append(store_aligned(x, array, where=f"{self.ref}/{name}"))
+
+    def run(self, *extra: Any) -> tuple[Any, ...]:
+        """Compute the planned writes together with ``extra`` collections; the results of ``extra``.
+
+        One graph, so a block that both a write and a statistic need is read once.
+        """
+        pending, self._pending = self._pending, []
+        if not pending and not extra:
+            return ()
+        results = self._compute(*pending, *extra)
+        return tuple(results[len(pending) :])
+
+
+def _new_group(
+    root: zarr.Group, *, scope: str, kind: str, provenance: dict[str, Any], options: dict[str, Any]
+) -> tuple[ArtifactRef, zarr.Group]:
+    ref = ArtifactRef(scope, kind, secrets.token_hex(32))
+    attrs = {
+        "artifact_id": ref.artifact_id,
+        "kind": kind,
+        "provenance": provenance,
+        "execution_options": options,
+        "created_at_ns": time.time_ns(),
+        "cytearc_version": package_version(),
+        "complete": False,
+    }
+    return ref, root.require_group(ref.path.rsplit("/", 1)[0]).create_group(
+        ref.artifact_id, attributes=attrs
+    )
+
+
+def produce(
+    root: zarr.Group,
+    *,
+    scope: str,
+    kind: str,
+    provenance: dict[str, Any],
+    build: Callable[[ArtifactWriter], None],
+    compute: Callable[..., tuple[Any, ...]],
+    execution_options: dict[str, Any] | None = None,
+    invalidate_cache: bool = False,
+    where: str = "store",
+) -> Artifact:
+    """Reuse the artifact with this provenance, or build, check and publish a new one.
+
+    ``build`` writes the payload through the :class:`ArtifactWriter`; its
+    planned Dask writes run through ``compute`` (the engine's, called with
+    Dask collections, returning their results). A failure
+    before publication deletes the group and re-raises.
+    """
+    receipt = PlanReceipt(str(provenance["operation"]), kind, scope or DATASTORE_SCOPE)
+    outer = _receipts.get()
+    if outer is not None:
+        outer.append(receipt)
+    if not invalidate_cache:
+        found = find_reusable(root, scope=scope, kind=kind, provenance=provenance)
+        if found is not None:
+            receipt.artifact_id, receipt.disposition = found.ref.artifact_id, "reused"
+            return found
+    if root.store.read_only:
+        msg = f"{where}: {receipt.operation} has no published result to reuse and the store is read-only; open it with zarr_mode='r+' to compute it"
+        raise ReadOnlyStoreError(msg)
+    ref, group = _new_group(
+        root, scope=scope, kind=kind, provenance=provenance, options=execution_options or {}
+    )
+    receipt.artifact_id = ref.artifact_id
+    writer = ArtifactWriter(group, ref=ref, operation=receipt.operation, compute=compute)
+    token = _receipts.set(receipt.nested)
+    try:
+        build(writer)
+        writer.run()
+    except BaseException:
+        parent = root[ref.path.rsplit("/", 1)[0]]
+        assert isinstance(parent, zarr.Group)
+        del parent[ref.artifact_id]
+        raise
+    finally:
+        _receipts.reset(token)
+    group.attrs.update({"complete": True})
+    receipt.disposition = "created"
+    return open_artifact(root, ref)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """An artifact and the chain of artifacts it was computed from; prints as a tree."""
+
+    artifact: Artifact
+    parents: dict[str, Lineage]
+
+    def lines(self, *, indent: str = "") -> list[str]:
+        """The tree, one artifact per line."""
+        p = self.artifact.provenance
+        out = [f"{indent}{p['operation']} -> {self.artifact.ref}"]
+        for name, parent in self.parents.items():
+            out.extend(parent.lines(indent=indent + f"  {name}: "))
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def lineage(root: zarr.Group, ref: ArtifactRef | str) -> Lineage:
+    """The upstream chain of ``ref``; a missing or unpublished input fails closed."""
+    artifact = open_artifact(root, ref)
+    return Lineage(artifact, {k: lineage(root, v) for k, v in artifact.inputs().items()})

@@ -1,0 +1,81 @@
+"""Assay membership: the cells an assay measured, and the refusal of the others.
+
+A store's boolean cell column ``<assay>_I`` (attributes ``role="assay_membership"``
+and ``assay``) marks the cells an assay measured; a store without it measured
+every cell. Operations that read an assay's values check the cells they read
+against it before they plan, reuse or write anything.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from cytearc.errors import CyteArcError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from cytearc.metadata.table import MetaData
+
+__all__ = ["MEMBERSHIP_ROLE", "UnmeasuredCellsError", "check_measured", "membership_column"]
+
+MEMBERSHIP_ROLE: Final = "assay_membership"
+
+
+class UnmeasuredCellsError(CyteArcError):
+    """An operation would read an assay's values for cells the assay did not measure.
+
+    Attributes ``operation``, ``assay``, ``column``, ``unmeasured`` (how many),
+    ``selected`` (how many), ``remedy`` and ``cell_key`` name the refusal.
+    """
+
+    def __init__(  # noqa: PLR0917 (each attribute is named in the seed)
+        self,
+        operation: str,
+        assay: str,
+        column: str,
+        unmeasured: int,
+        selected: int,
+        remedy: str,
+        cell_key: str | None = None,
+    ) -> None:
+        self.operation = operation
+        self.assay = assay
+        self.column = column
+        self.unmeasured = unmeasured
+        self.selected = selected
+        self.remedy = remedy
+        self.cell_key = cell_key
+        super().__init__(
+            f"{operation}: {unmeasured} of the {selected} selected cells were not measured by assay "
+            f"{assay!r} (membership column {column!r}); their zero counts are no measurement - {remedy}"
+        )
+
+
+def membership_column(cells: MetaData, assay: str) -> str | None:
+    """The membership column of ``assay``, or None when the assay measured every cell."""
+    column = f"{assay}_I"
+    if column not in cells.columns:
+        return None
+    return column
+
+
+def check_measured(
+    cells: MetaData,
+    assay: str,
+    selected: np.ndarray,
+    *,
+    operation: str,
+    remedy: str,
+    cell_key: str | None = None,
+) -> None:
+    """Raise :class:`UnmeasuredCellsError` when ``selected`` (a mask) holds a cell ``assay`` did not measure."""
+    column = membership_column(cells, assay)
+    if column is None:
+        return
+    measured = cells.fetch_all(column).astype(bool)
+    unmeasured = int((selected & ~measured).sum())
+    if unmeasured:
+        raise UnmeasuredCellsError(
+            operation, assay, column, unmeasured, int(selected.sum()), remedy, cell_key
+        )

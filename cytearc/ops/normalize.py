@@ -1,0 +1,174 @@
+"""``features.normalize``: normalized values of the selected cells, with per-feature moments.
+
+Methods by assay type: RNA types divide each cell by its library size
+(``rowSums``), scale to ``target_sum`` and take ``log1p``; ADT and HTO take the
+centred log ratio per cell, ``log1p(x / exp(mean(log1p(x))))``; ATAC takes
+TF-IDF, ``log1p(x / library * idf * target_sum)`` with
+``idf = n_cells / (1 + cells detecting the feature)`` over the selected cells.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import dask.array as da
+import numpy as np
+from dask.delayed import delayed
+
+from cytearc.assays.types import RNA_TYPES
+from cytearc.ops._base import SelectionLike, checked_selection, publish
+from cytearc.utils.moments import ColumnMoments
+
+if TYPE_CHECKING:
+    from dask.delayed import Delayed
+
+    from cytearc.artifacts import Artifact, ArtifactWriter
+    from cytearc.datastore import DataStore
+
+__all__ = ["DATA_CHUNK_BYTES", "normalize", "normalized_block"]
+
+DATA_CHUNK_BYTES: Final = 16 * 2**20
+"""Target bytes of one chunk of normalized ``data`` (unsharded, rows x all features)."""
+
+_METHODS: Final = ("library_size", "clr", "tfidf")
+
+
+def default_method(assay_type: str) -> str:
+    """The normalization of an assay type."""
+    if assay_type in RNA_TYPES:
+        return "library_size"
+    if assay_type in {"ADT", "HTO"}:
+        return "clr"
+    if assay_type == "ATAC":
+        return "tfidf"
+    return "library_size"
+
+
+def normalized_block(
+    block: np.ndarray,
+    library: np.ndarray,
+    *,
+    method: str,
+    target_sum: float,
+    log1p: bool,
+    idf: np.ndarray | None = None,
+) -> np.ndarray:
+    """Normalize one band of cells (rows), float64 in, float32 out.
+
+    Examples
+    --------
+    >>> normalized_block(np.array([[1, 3]]), np.array([4.0]), method="library_size",
+    ...                  target_sum=4.0, log1p=False)
+    array([[1., 3.]], dtype=float32)
+    """
+    x = np.asarray(block, dtype=np.float64)
+    if method == "clr":
+        geo = np.exp(np.log1p(x).mean(axis=1, keepdims=True))
+        clr: np.ndarray = np.log1p(x / geo).astype(np.float32)
+        return clr
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(library > 0, target_sum / library, 0.0)
+    x *= scale[:, None]
+    if method == "tfidf":
+        assert idf is not None
+        x *= idf[None, :]
+    if log1p:
+        np.log1p(x, out=x)
+    return x.astype(np.float32)
+
+
+def _moments(block: np.ndarray) -> ColumnMoments:
+    return ColumnMoments.of(block)
+
+
+def _merge(left: ColumnMoments, right: ColumnMoments) -> ColumnMoments:
+    return left.merge(right)
+
+
+def tree_moments(x: da.Array) -> Delayed:
+    """The column moments of ``x``, merged pairwise over its row blocks in order (a fixed tree)."""
+    parts: list[Delayed] = [delayed(_moments)(b) for b in x.rechunk({1: -1}).to_delayed().ravel()]
+    while len(parts) > 1:
+        merged = [delayed(_merge)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+        parts = merged + ([parts[-1]] if len(parts) % 2 else [])
+    return parts[0]
+
+
+def data_chunk_rows(n_rows: int, n_features: int) -> int:
+    """Rows per chunk of normalized data."""
+    return max(1, min(n_rows, DATA_CHUNK_BYTES // max(1, 4 * n_features)))
+
+
+def normalize(
+    ds: DataStore,
+    assay: str = "RNA",
+    *,
+    cell_selection: SelectionLike = None,
+    method: str | None = None,
+    target_sum: float = 1e4,
+    log1p: bool = True,
+    invalidate_cache: bool = False,
+) -> Artifact:
+    """Normalize the counts of the selected cells into a ``normalized`` artifact.
+
+    The artifact holds ``data`` (float32, one row per selected cell, all
+    features), ``feature_sum`` and ``feature_m2`` (float64, the sum of the
+    stored values and of their squared deviations from the feature mean,
+    merged band by band with Chan's update).
+    """
+    operation = "features.normalize"
+    selection = checked_selection(ds, assay, cell_selection, operation=operation)
+    method = method or default_method(ds.assay_types[assay])
+    if method not in _METHODS:
+        msg = f"{ds.where}: {operation}: method {method!r} is not one of {_METHODS}"
+        raise ValueError(msg)
+    source = ds.assays[assay]
+    parameters = {
+        "assay": assay,
+        "method": method,
+        "targetSum": None if method == "clr" else float(target_sum),
+        "log1p": True if method == "clr" else bool(log1p),
+    }
+
+    def build(writer: ArtifactWriter) -> None:
+        rows = selection.rows
+        counts = source.counts.rechunk({1: -1})[rows]
+        library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+        idf = None
+        if method == "tfidf":
+            (detected,) = writer.run((counts > 0).sum(axis=0))
+            idf = selection.n_cells / (1.0 + np.asarray(detected, dtype=np.float64))
+        data = da.map_blocks(
+            _normalize_band,
+            counts,
+            library[:, None],
+            method=method,
+            target_sum=float(target_sum),
+            log1p=parameters["log1p"],
+            idf=idf,
+            dtype=np.float32,
+        )
+        n_features = source.shape[1]
+        writer.store(
+            "data",
+            data,
+            chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
+        )
+        (moments,) = writer.run(tree_moments(data))
+        writer.write("feature_sum", moments.total)
+        writer.write("feature_m2", moments.m2)
+
+    return publish(
+        ds,
+        scope=assay,
+        kind="normalized",
+        operation=operation,
+        parameters=parameters,
+        inputs={"cells": selection.ref, "counts": source.content_fingerprint},
+        build=build,
+        invalidate_cache=invalidate_cache,
+    )
+
+
+def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:
+    return normalized_block(block, library[:, 0], **options)

@@ -1,0 +1,71 @@
+"""Per-column sums and squared deviations, merged band by band without cancellation.
+
+Chan, Golub and LeVeque's pairwise update: a band of ``n_b`` rows with column
+means ``mean_b`` and squared deviations ``m2_b`` merges into running totals
+``(n, mean, m2)`` as ``m2 += m2_b + delta**2 * n * n_b / (n + n_b)`` with
+``delta = mean_b - mean``. The variance is never a mean of squares minus a
+squared mean, so it is never negative, and a column whose values are all equal
+has ``m2`` exactly zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["ColumnMoments"]
+
+
+@dataclass(frozen=True)
+class ColumnMoments:
+    """Row count, per-column sums and squared deviations from the column means.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]])
+    >>> m = ColumnMoments.of(x[:1]).merge(ColumnMoments.of(x[1:]))
+    >>> m.n, m.total.tolist(), m.m2.tolist()
+    (3, [9.0, 15.0], [8.0, 0.0])
+    """
+
+    n: int
+    total: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def of(cls, block: np.ndarray) -> ColumnMoments:
+        """The moments of one band of rows (computed in float64)."""
+        values = np.asarray(block, dtype=np.float64)
+        n = values.shape[0]
+        total = values.sum(axis=0)
+        if n == 0:
+            return cls(0, total, np.zeros_like(total))
+        mean = total / n
+        return cls(n, total, ((values - mean) ** 2).sum(axis=0))
+
+    @classmethod
+    def empty(cls, n_columns: int) -> ColumnMoments:
+        """No rows yet."""
+        return cls(0, np.zeros(n_columns), np.zeros(n_columns))
+
+    def merge(self, other: ColumnMoments) -> ColumnMoments:
+        """The moments of the rows of both (Chan's parallel update)."""
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        n = self.n + other.n
+        delta = other.total / other.n - self.total / self.n
+        m2 = self.m2 + other.m2 + delta**2 * (self.n * other.n / n)
+        return ColumnMoments(n, self.total + other.total, m2)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Column means (zero for no rows)."""
+        return self.total / max(self.n, 1)
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Population variance ``m2 / n``."""
+        return self.m2 / max(self.n, 1)
