@@ -9,12 +9,14 @@ import numpy as np
 import zarr
 from zarr.storage import FsspecStore, LocalStore
 
+from cytearc.artifacts import Artifact, ArtifactRef, Lineage, lineage, list_artifacts, open_artifact
 from cytearc.assays.types import RNA_TYPES, AssayTypeError, check_assay_types, resolve_assay_type
 from cytearc.engine.arrays import open_lazy
 from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import CyteArcError
 from cytearc.io.importer import STORE_FORMAT, STORE_FORMAT_VERSION
 from cytearc.metadata.table import MetaData
+from cytearc.ops.accessors import Cluster, Features, Graph, Layout, Markers, Qc, Reduce
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.layout import CountLayout, LayoutError
 
@@ -296,26 +298,63 @@ class DataStore:
         msg = f"{type(self).__name__!r} has no attribute or assay {name!r}"
         raise AttributeError(msg)
 
-    def select_measured_cells(
-        self, assay: str, cell_selection: np.ndarray | None = None
-    ) -> np.ndarray:
-        """The cells of ``cell_selection`` (default: the ``I`` column) that ``assay`` measured, as a mask.
+    def select_measured_cells(self, assay: str, cell_selection: Any = None) -> ArtifactRef:  # noqa: ANN401
+        """The cells of ``cell_selection`` (default: the ``I`` column) that ``assay`` measured.
 
-        Raises ValueError when the assay measured none of them.
+        A datastore ``cell_selection`` artifact (the prior selection itself
+        when the assay measured all of it); see
+        :func:`cytearc.ops.select_measured_cells`.
         """
-        selected = (
-            self.cells.fetch_all("I")
-            if cell_selection is None
-            else np.asarray(cell_selection, dtype=bool)
-        )
-        column = f"{assay}_I"
-        if column not in self.cells.columns:
-            return selected
-        measured: np.ndarray = selected & self.cells.fetch_all(column)
-        if not measured.any():
-            msg = f"{self.where}: assay {assay!r} measured none of the {int(selected.sum())} selected cells"
-            raise CyteArcError(msg)
-        return measured
+        from cytearc.ops import select_measured_cells  # noqa: PLC0415 (ops import the store)
+
+        return select_measured_cells(self, assay, cell_selection)
+
+    def list_artifacts(self, kind: str | None = None) -> list[Artifact]:
+        """Published artifacts of the datastore and its assays, oldest first."""
+        return list_artifacts(self.root, scopes=["", *self.assays], kind=kind)
+
+    def load_artifact(self, ref: ArtifactRef | str) -> Artifact:
+        """A published artifact; an unpublished or missing one fails closed."""
+        return open_artifact(self.root, ref)
+
+    def lineage(self, ref: ArtifactRef | str) -> Lineage:
+        """The chain of artifacts ``ref`` was computed from (prints as a tree)."""
+        return lineage(self.root, ref)
+
+    @property
+    def qc(self) -> Qc:
+        """Quality control: ``metrics``, ``filter``, ``auto_filter``."""
+        return Qc(self)
+
+    @property
+    def features(self) -> Features:
+        """``normalize`` and ``hvgs``."""
+        return Features(self)
+
+    @property
+    def reduce(self) -> Reduce:
+        """``pca``."""
+        return Reduce(self)
+
+    @property
+    def graph(self) -> Graph:
+        """``neighbors``."""
+        return Graph(self)
+
+    @property
+    def cluster(self) -> Cluster:
+        """``leiden``."""
+        return Cluster(self)
+
+    @property
+    def layout(self) -> Layout:
+        """``umap``."""
+        return Layout(self)
+
+    @property
+    def markers(self) -> Markers:
+        """``search`` and ``table``."""
+        return Markers(self)
 
     def __repr__(self) -> str:
         assays = ", ".join(repr(a) for a in self.assays.values())

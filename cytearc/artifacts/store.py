@@ -386,12 +386,13 @@ class Lineage:
     artifact: Artifact
     parents: dict[str, Lineage]
 
-    def lines(self, *, indent: str = "") -> list[str]:
-        """The tree, one artifact per line."""
+    def lines(self, *, depth: int = 0, name: str = "") -> list[str]:
+        """The tree, one artifact per line, inputs indented under what used them."""
         p = self.artifact.provenance
-        out = [f"{indent}{p['operation']} -> {self.artifact.ref}"]
-        for name, parent in self.parents.items():
-            out.extend(parent.lines(indent=indent + f"  {name}: "))
+        label = f"{name}: " if name else ""
+        out = [f"{'  ' * depth}{label}{p['operation']} -> {self.artifact.ref}"]
+        for input_name, parent in self.parents.items():
+            out.extend(parent.lines(depth=depth + 1, name=input_name))
         return out
 
     def __str__(self) -> str:

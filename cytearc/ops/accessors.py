@@ -1,0 +1,95 @@
+"""The operation namespaces of a DataStore: ``ds.qc``, ``ds.features``, ``ds.reduce`` ..."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from cytearc.ops import graph, markers, qc
+from cytearc.ops.hvgs import hvgs as _hvgs
+from cytearc.ops.normalize import normalize as _normalize
+from cytearc.ops.pca import pca as _pca
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cytearc.artifacts import Artifact
+    from cytearc.datastore import DataStore
+
+__all__ = ["Cluster", "Features", "Graph", "Layout", "Markers", "Qc", "Reduce"]
+
+
+class _Namespace:
+    def __init__(self, ds: DataStore) -> None:
+        self._ds = ds
+
+
+class Qc(_Namespace):
+    """Quality control: :func:`cytearc.ops.qc.metrics`, ``filter`` and ``auto_filter``."""
+
+    def metrics(self, assay: str = "RNA", **options: Any) -> list[str]:
+        """Write the QC cell columns of ``assay`` (see :func:`cytearc.ops.qc.metrics`)."""
+        return qc.metrics(self._ds, assay, **options)
+
+    def filter(self, bounds: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """A cell selection within metric bounds (see :func:`cytearc.ops.qc.filter_cells`)."""
+        return qc.filter_cells(self._ds, bounds, **options)
+
+    def auto_filter(self, assay: str = "RNA", **options: Any) -> Artifact:
+        """A cell selection by MAD outliers (see :func:`cytearc.ops.qc.auto_filter`)."""
+        return qc.auto_filter(self._ds, assay, **options)
+
+
+class Features(_Namespace):
+    """Feature-wise operations: ``normalize`` and ``hvgs``."""
+
+    def normalize(self, assay: str = "RNA", **options: Any) -> Artifact:
+        """See :func:`cytearc.ops.normalize.normalize`."""
+        return _normalize(self._ds, assay, **options)
+
+    def hvgs(self, normalized: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """See :func:`cytearc.ops.hvgs.hvgs`."""
+        return _hvgs(self._ds, normalized, **options)
+
+
+class Reduce(_Namespace):
+    """Dimension reduction: ``pca``."""
+
+    def pca(self, normalized: Any, hvgs: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """See :func:`cytearc.ops.pca.pca`."""
+        return _pca(self._ds, normalized, hvgs, **options)
+
+
+class Graph(_Namespace):
+    """Cell graphs: ``neighbors``."""
+
+    def neighbors(self, pca: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """See :func:`cytearc.ops.graph.neighbors`."""
+        return graph.neighbors(self._ds, pca, **options)
+
+
+class Cluster(_Namespace):
+    """Clustering: ``leiden``."""
+
+    def leiden(self, neighbors: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """See :func:`cytearc.ops.graph.leiden`."""
+        return graph.leiden(self._ds, neighbors, **options)
+
+
+class Layout(_Namespace):
+    """Layouts: ``umap``."""
+
+    def umap(self, neighbors: Any, **options: Any) -> Artifact:  # noqa: ANN401
+        """See :func:`cytearc.ops.graph.umap`."""
+        return graph.umap(self._ds, neighbors, **options)
+
+
+class Markers(_Namespace):
+    """Markers: ``search`` and ``table``."""
+
+    def search(self, assay: str = "RNA", **options: Any) -> Artifact:
+        """See :func:`cytearc.ops.markers.search`."""
+        return markers.search(self._ds, assay, **options)
+
+    def table(self, markers_ref: Any, **options: Any) -> pd.DataFrame:  # noqa: ANN401
+        """See :func:`cytearc.ops.markers.table`."""
+        return markers.table(self._ds, markers_ref, **options)

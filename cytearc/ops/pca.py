@@ -1,0 +1,145 @@
+"""``reduce.pca``: principal components of the scaled highly variable features, out of core.
+
+Each selected feature is centred by ``feature_sum / n`` and divided by
+``sqrt(feature_m2 / n)`` (1 for a constant feature), read from the
+normalized artifact without reading ``data``; ``max_value`` clips the scaled
+values as scanpy's ``scale`` does. ``mode="exact"`` sums the Gram matrix
+``Z^T Z`` over row blocks and takes its eigenvectors; ``mode="randomized"``
+runs Dask's compressed SVD (Halko et al.) with a fixed seed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+
+from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
+from cytearc.errors import CyteArcError
+from cytearc.ops._base import publish
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.datastore import DataStore
+
+__all__ = ["feature_scaling", "pca", "scaled_block"]
+
+
+def feature_scaling(normalized: Artifact, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (population; 1 where zero) of ``features``."""
+    n = int(normalized.array("data").shape[0])
+    mean = normalized.read("feature_sum")[features] / n
+    sd = np.sqrt(normalized.read("feature_m2")[features] / n)
+    sd[sd == 0] = 1.0
+    return mean, sd
+
+
+def scaled_block(
+    block: np.ndarray, *, mean: np.ndarray, sd: np.ndarray, max_value: float | None
+) -> np.ndarray:
+    """One block of scaled values (float64)."""
+    z: np.ndarray = (np.asarray(block, dtype=np.float64) - mean) / sd
+    if max_value is not None:
+        np.clip(z, None, max_value, out=z)
+    return z
+
+
+def _signs(loadings: np.ndarray) -> np.ndarray:
+    """Flip each component so its largest-magnitude loading is positive (deterministic signs)."""
+    idx = np.argmax(np.abs(loadings), axis=0)
+    flip: np.ndarray = np.sign(loadings[idx, np.arange(loadings.shape[1])])
+    flip[flip == 0] = 1.0
+    return flip
+
+
+def pca(
+    ds: DataStore,
+    normalized: ArtifactRef | str | Artifact,
+    hvgs: ArtifactRef | str | Artifact,
+    *,
+    n_comps: int = 50,
+    mode: str = "exact",
+    max_value: float | None = None,
+    seed: int = 0,
+    invalidate_cache: bool = False,
+) -> Artifact:
+    """PCA of the scaled HVG columns of ``normalized`` (a ``pca`` artifact).
+
+    The artifact holds ``coords`` (float32, cells x components), ``loadings``
+    (HVGs x components), ``explained_variance`` (eigenvalues / (n - 1)),
+    ``explained_variance_ratio``, and the ``features``, ``mean`` and ``scale``
+    used.
+    """
+    norm = normalized if isinstance(normalized, Artifact) else open_artifact(ds.root, normalized)
+    hv = hvgs if isinstance(hvgs, Artifact) else open_artifact(ds.root, hvgs)
+    if hv.inputs().get("normalized") != norm.ref:
+        msg = (
+            f"{hv.ref}: these HVGs were selected on {hv.inputs().get('normalized')}, not {norm.ref}"
+        )
+        raise CyteArcError(msg)
+    if mode not in {"exact", "randomized"}:
+        msg = f"reduce.pca: mode must be 'exact' or 'randomized', found {mode!r}"
+        raise CyteArcError(msg)
+    features = hv.read("features")
+    n_cells = int(norm.array("data").shape[0])
+    k = min(n_comps, len(features), n_cells - 1)
+    if k < 1:
+        msg = f"reduce.pca: {n_cells} cells and {len(features)} features leave no component"
+        raise CyteArcError(msg)
+
+    def build(writer: ArtifactWriter) -> None:
+        mean, sd = feature_scaling(norm, features)
+        data = norm.lazy("data")[:, features]
+        z = data.map_blocks(
+            scaled_block, mean=mean, sd=sd, max_value=max_value, dtype=np.float64
+        ).rechunk({1: -1})
+        total = float(n_cells * np.count_nonzero(norm.read("feature_m2")[features]))
+        if mode == "exact":
+            (gram,) = writer.run(z.T @ z)
+            values, vectors = np.linalg.eigh(gram)
+            order = np.argsort(values)[::-1][:k]
+            eig, loadings = np.clip(values[order], 0, None), vectors[:, order]
+            if max_value is not None:
+                total = float(np.trace(gram))
+        else:
+            _, s, vt = da.linalg.svd_compressed(
+                z, k, n_power_iter=4, seed=seed
+            )
+            s, vt = writer.run(s, vt)
+            eig, loadings = s**2, vt.T
+            if max_value is not None:
+                (total,) = writer.run((z**2).sum())
+        loadings = loadings * _signs(loadings)
+        coords = z.map_blocks(
+            _project, loadings=loadings, dtype=np.float32, chunks=(z.chunks[0], (k,))
+        )
+        writer.store("coords", coords, chunks=(min(n_cells, 65536), k))
+        writer.write("loadings", loadings)
+        writer.write("explained_variance", eig / max(n_cells - 1, 1))
+        writer.write("explained_variance_ratio", eig / total if total > 0 else eig * 0)
+        writer.write("features", features)
+        writer.write("mean", mean)
+        writer.write("scale", sd)
+
+    parameters: dict[str, Any] = {
+        "nComps": k,
+        "mode": mode,
+        "maxValue": max_value,
+        "seed": seed if mode == "randomized" else None,
+    }
+    return publish(
+        ds,
+        scope=norm.ref.scope,
+        kind="pca",
+        operation="reduce.pca",
+        parameters=parameters,
+        inputs={"normalized": norm.ref, "hvgs": hv.ref},
+        build=build,
+        invalidate_cache=invalidate_cache,
+    )
+
+
+def _project(block: np.ndarray, *, loadings: np.ndarray) -> np.ndarray:
+    projected: np.ndarray = (block @ loadings).astype(np.float32)
+    return projected

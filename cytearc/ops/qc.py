@@ -1,0 +1,241 @@
+"""``qc``: per-cell quality metrics and the cell selections that filter on them.
+
+``metrics`` writes the cell columns ``<assay>_nCounts`` and ``<assay>_nFeatures``
+(from the stored count summaries) and a percentage column per feature
+pattern (``<assay>_percentMito`` for ``^MT-``, ``<assay>_percentRibo`` for
+``^RP[SL]``), summed over ``counts`` on the engine; the assay records its
+percentage columns in its ``percentFeatures`` attribute. ``filter`` keeps cells
+within bounds; ``auto_filter`` finds the bounds as ``nmads`` scaled median
+absolute deviations from the median (of ``log1p`` values for counts and
+features, upper bound only for percentages), optionally per sample, as
+scater's ``isOutlier``. Both publish a datastore ``cell_selection``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+import dask.array as da
+import numpy as np
+
+from cytearc.artifacts import DATASTORE_SCOPE, Artifact
+from cytearc.errors import CyteArcError
+from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.metadata.table import ReadOnlyStoreError
+from cytearc.ops._base import (
+    MEMBERSHIP_REMEDY,
+    SelectionLike,
+    _write_mask,
+    digest,
+    publish,
+    resolve_selection,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.datastore import DataStore
+
+__all__ = ["DEFAULT_PATTERNS", "auto_filter", "filter_cells", "metric_assay", "metrics"]
+
+DEFAULT_PATTERNS: Final = {"percentMito": "^MT-", "percentRibo": "^RP[SL]"}
+PERCENT_ATTRIBUTE: Final = "percentFeatures"
+MAD_SCALE: Final = 1.4826
+
+
+def metrics(
+    ds: DataStore,
+    assay: str = "RNA",
+    *,
+    patterns: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Write the QC cell columns of ``assay``; returns their names.
+
+    ``patterns`` maps a column suffix to a regular expression searched in the
+    feature names (default :data:`DEFAULT_PATTERNS`, case-insensitive).
+    """
+    if not ds.writable:
+        msg = f"{ds.where}: qc.metrics writes cell columns; open the store with zarr_mode='r+'"
+        raise ReadOnlyStoreError(msg)
+    source = ds.assays[assay]
+    totals = source.summary("rowSums").astype(np.float64)
+    columns = {f"{assay}_nCounts": totals, f"{assay}_nFeatures": source.summary("rowPositive")}
+    names = [str(n) for n in source.features.fetch_all("names").tolist()]
+    sums, recorded = [], {}
+    for suffix, pattern in (patterns or DEFAULT_PATTERNS).items():
+        matcher = re.compile(pattern, re.IGNORECASE)
+        idx = np.flatnonzero([bool(matcher.search(n)) for n in names])
+        recorded[f"{assay}_{suffix}"] = pattern
+        sums.append(
+            source.counts[:, idx].sum(axis=1, dtype=np.float64)
+            if len(idx)
+            else da.zeros(len(totals), chunks=source.counts.chunks[0])
+        )
+    computed = ds.engine.compute(*sums, show_progress=ds.show_progress)
+    for column, part in zip(recorded, computed, strict=True):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            columns[column] = np.where(totals > 0, 100.0 * np.asarray(part) / totals, 0.0)
+    member = membership_column(ds.cells, assay)
+    if member is not None:
+        unmeasured = ~ds.cells.fetch_all(member).astype(bool)
+        for column in recorded:
+            columns[column][unmeasured] = np.nan
+    for column, values in columns.items():
+        ds.cells.insert(column, values, overwrite=True)
+    ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
+    return list(columns)
+
+
+def percent_columns(ds: DataStore, assay: str) -> dict[str, str]:
+    """The percentage columns ``assay`` recorded, with their patterns."""
+    recorded = ds.root[assay].attrs.get(PERCENT_ATTRIBUTE, {})
+    return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
+
+
+def metric_assay(ds: DataStore, column: str) -> str | None:
+    """The assay whose preparation wrote the cell column ``column`` (None for other columns)."""
+    for assay in ds.assays:
+        generated = {f"{assay}_nCounts", f"{assay}_nFeatures"}
+        generated |= set(percent_columns(ds, assay))
+        if column in generated:
+            return assay
+    return None
+
+
+def _check_metric(ds: DataStore, column: str, mask: np.ndarray, operation: str) -> np.ndarray:
+    if column not in ds.cells.columns:
+        msg = f"{ds.where}: {operation}: no cell column {column!r}; run qc.metrics first"
+        raise CyteArcError(msg)
+    assay = metric_assay(ds, column)
+    if assay is not None:
+        check_measured(ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY)
+    values = ds.cells.fetch_all(column)
+    if values.dtype.kind not in "biuf":
+        msg = f"{ds.where}: {operation}: {column!r} is not numeric ({values.dtype})"
+        raise CyteArcError(msg)
+    return values.astype(np.float64)
+
+
+def _publish_selection(
+    ds: DataStore,
+    *,
+    operation: str,
+    parameters: dict[str, Any],
+    inputs: dict[str, Any],
+    keep: np.ndarray,
+    bounds: dict[str, Any],
+) -> Artifact:
+    if not keep.any():
+        msg = f"{ds.where}: {operation} keeps no cell with bounds {bounds}"
+        raise CyteArcError(msg)
+
+    def build(writer: ArtifactWriter) -> None:
+        _write_mask(writer, keep, ds)
+        writer.group.attrs["bounds"] = bounds
+
+    return publish(
+        ds,
+        scope=DATASTORE_SCOPE,
+        kind="cell_selection",
+        operation=operation,
+        parameters=parameters,
+        inputs=inputs,
+        build=build,
+    )
+
+
+def filter_cells(
+    ds: DataStore,
+    bounds: Mapping[str, tuple[float | None, float | None]],
+    *,
+    cell_selection: SelectionLike = None,
+) -> Artifact:
+    """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open)."""
+    operation = "qc.filter"
+    prior = resolve_selection(ds, cell_selection)
+    keep = prior.mask.copy()
+    inputs: dict[str, Any] = {"cells": prior.ref}
+    for column, (low, high) in sorted(bounds.items()):
+        values = _check_metric(ds, column, prior.mask, operation)
+        inputs[column] = digest(values)
+        if low is not None:
+            keep &= values >= low
+        if high is not None:
+            keep &= values <= high
+    clean = {c: [None if v is None else float(v) for v in b] for c, b in sorted(bounds.items())}
+    return _publish_selection(
+        ds,
+        operation=operation,
+        parameters={"bounds": clean},
+        inputs=inputs,
+        keep=keep,
+        bounds=clean,
+    )
+
+
+def _mad_bounds(
+    values: np.ndarray, *, nmads: float, log: bool, upper_only: bool
+) -> tuple[float | None, float]:
+    x = np.log1p(values) if log else values
+    x = x[np.isfinite(x)]
+    median = float(np.median(x))
+    spread = nmads * MAD_SCALE * float(np.median(np.abs(x - median)))
+    high = median + spread
+    low = None if upper_only else median - spread
+    if log:
+        return (None if low is None else float(np.expm1(low))), float(np.expm1(high))
+    return low, high
+
+
+def auto_filter(
+    ds: DataStore,
+    assay: str = "RNA",
+    *,
+    metrics: Sequence[str] | None = None,
+    nmads: float = 5.0,
+    sample_key: str | None = None,
+    cell_selection: SelectionLike = None,
+) -> Artifact:
+    """Keep the selected cells within ``nmads`` MADs of the median of each metric (per sample)."""
+    operation = "qc.auto_filter"
+    prior = resolve_selection(ds, cell_selection)
+    if metrics is None:
+        metrics = [f"{assay}_nCounts", f"{assay}_nFeatures"]
+        if f"{assay}_percentMito" in ds.cells.columns:
+            metrics.append(f"{assay}_percentMito")
+    samples = (
+        np.zeros(ds.cells.n_rows, dtype=np.int64)
+        if sample_key is None
+        else ds.cells.fetch_all(sample_key)
+    )
+    keep = prior.mask.copy()
+    inputs: dict[str, Any] = {"cells": prior.ref}
+    if sample_key is not None:
+        inputs["samples"] = digest(samples)
+    bounds: dict[str, Any] = {}
+    for column in metrics:
+        values = _check_metric(ds, column, prior.mask, operation)
+        inputs[column] = digest(values)
+        percent = column in percent_columns(ds, assay)
+        bounds[column] = {}
+        for sample in np.unique(samples[prior.mask]):
+            rows = prior.mask & (samples == sample)
+            low, high = _mad_bounds(values[rows], nmads=nmads, log=not percent, upper_only=percent)
+            bounds[column][str(sample)] = [low, high]
+            bad = rows & ((values > high) | ((values < low) if low is not None else False))
+            keep &= ~bad
+    return _publish_selection(
+        ds,
+        operation=operation,
+        parameters={
+            "assay": assay,
+            "metrics": list(metrics),
+            "nmads": float(nmads),
+            "sampleKey": sample_key,
+        },
+        inputs=inputs,
+        keep=keep,
+        bounds=bounds,
+    )
