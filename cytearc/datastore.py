@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
     import dask.array as da
 
+    from cytearc.pipeline.runner import Pipeline
+
 __all__ = ["Assay", "DataStore", "StoreFormatError"]
 
 _MODES: Final = ("r", "r+")
@@ -355,6 +357,13 @@ class DataStore:
     def markers(self) -> Markers:
         """``search`` and ``table``."""
         return Markers(self)
+
+    @property
+    def pipeline(self) -> Pipeline:
+        """Recipes and their recorded runs: ``run``, ``runs``, ``open``, ``abandon_label_claim``."""
+        from cytearc.pipeline.runner import Pipeline  # noqa: PLC0415 (the pipeline imports the ops)
+
+        return Pipeline(self)
 
     def __repr__(self) -> str:
         assays = ", ".join(repr(a) for a in self.assays.values())

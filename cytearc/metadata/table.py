@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS_ATTRIBUTE",
+    "GENERATED_ATTRIBUTE",
     "MetaData",
     "ReadOnlyStoreError",
     "ReservedColumnError",
@@ -31,6 +32,8 @@ __all__ = [
 ]
 
 COLUMNS_ATTRIBUTE: Final = "cytearc:columns"
+GENERATED_ATTRIBUTE: Final = "cytearc:generatedBy"
+"""Attribute of a column that an analysis operation wrote: ``{operation, artifact}``."""
 _CHUNK_ROWS: Final = 1 << 20
 _COMPRESSOR: Final = ZstdCodec(level=3)
 
@@ -173,6 +176,10 @@ class MetaData:
         values: np.ndarray = np.asarray(self._array(column)[:])
         return values
 
+    def attributes(self, column: str) -> dict[str, Any]:
+        """The stored attributes of ``column``."""
+        return dict(self._array(column).attrs)
+
     def _key_mask(self, key: str) -> np.ndarray:
         mask = self.fetch_all(key)
         if mask.dtype != np.bool_:
@@ -209,11 +216,13 @@ class MetaData:
         key: str = "I",
         overwrite: bool = False,
         fill_value: object = None,
+        attributes: dict[str, Any] | None = None,
     ) -> None:
         """Add ``column``: one value per row of the table, or per row that ``key`` marks.
 
         Rows outside ``key`` take ``fill_value`` (NaN for numbers, "" for text,
-        False for booleans when None).
+        False for booleans when None). ``attributes`` are stored on the column
+        (operations mark the columns they write with ``cytearc:generatedBy``).
         """
         self._check_write(column, operation="insert")
         if column in self.columns and not overwrite:
@@ -239,7 +248,7 @@ class MetaData:
             stored = full
         else:
             stored = _as_storable(column, series, n_rows=self.n_rows, where=self.where)
-        _create_column(self._group, column, stored, dimension=self.dimension)
+        _create_column(self._group, column, stored, dimension=self.dimension, attributes=attributes)
         if column not in self.columns:
             self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
 

@@ -18,6 +18,7 @@ from cytearc.artifacts import (
 )
 from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.metadata.table import GENERATED_ATTRIBUTE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -34,6 +35,7 @@ __all__ = [
     "resolve_selection",
     "row_ids_fingerprint",
     "select_measured_cells",
+    "write_cell_column",
 ]
 
 MEMBERSHIP_REMEDY: Final = (
@@ -241,3 +243,35 @@ def select_measured_cells(
         inputs={"cells": prior.ref, "membership": digest(membership)},
         build=lambda w: _write_mask(w, measured, ds),
     ).ref
+
+
+def write_cell_column(
+    ds: DataStore,
+    name: str,
+    values: np.ndarray,
+    *,
+    mask: np.ndarray | None = None,
+    fill: Any = None,  # noqa: ANN401
+    artifact: Artifact | None = None,
+    operation: str | None = None,
+) -> None:
+    """Write a column that an operation generates (unless it holds these values already).
+
+    Generated columns carry ``cytearc:generatedBy`` (the operation and
+    artifact), so run snapshots of the input metadata leave them out.
+    """
+    if not ds.writable:
+        return
+    full = values
+    if mask is not None:
+        full = np.full(len(mask), fill, dtype=values.dtype)
+        full[mask] = values
+    if name in ds.cells.columns:
+        old = ds.cells.fetch_all(name)
+        if old.dtype == full.dtype and np.array_equal(old, full, equal_nan=full.dtype.kind == "f"):
+            return
+    marker = {
+        "operation": artifact.provenance["operation"] if artifact else operation,
+        "artifact": str(artifact.ref) if artifact else None,
+    }
+    ds.cells.insert(name, full, overwrite=True, attributes={GENERATED_ATTRIBUTE: marker})

@@ -10,14 +10,14 @@ pynndescent), UMAP's fuzzy simplicial set (the connectivities), Leiden
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import scipy.sparse as sp
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import load_selection, publish
+from cytearc.ops._base import load_selection, publish, write_cell_column
 
 if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
@@ -152,20 +152,6 @@ def _selection_of(ds: DataStore, artifact: Artifact) -> np.ndarray:
     return load_selection(ds, node.inputs()["cells"]).mask
 
 
-def _write_cell_column(
-    ds: DataStore,
-    name: str,
-    values: np.ndarray,
-    mask: np.ndarray,
-    fill: Any,  # noqa: ANN401
-) -> None:
-    if not ds.writable:
-        return
-    full = np.full(len(mask), fill, dtype=values.dtype)
-    full[mask] = values
-    ds.cells.insert(name, full, overwrite=True)
-
-
 def leiden(
     ds: DataStore,
     graph: ArtifactLike,
@@ -220,7 +206,14 @@ def leiden(
         invalidate_cache=invalidate_cache,
     )
     column = label or f"{source.ref.scope}_leiden_cluster"
-    _write_cell_column(ds, column, artifact.read("labels"), _selection_of(ds, artifact), -1)
+    write_cell_column(
+        ds,
+        column,
+        artifact.read("labels"),
+        mask=_selection_of(ds, artifact),
+        fill=-1,
+        artifact=artifact,
+    )
     return artifact
 
 
@@ -291,7 +284,12 @@ def umap(
     mask = _selection_of(ds, artifact)
     coords = artifact.read("coords")
     for i in range(min(2, n_components)):
-        _write_cell_column(
-            ds, f"{source.ref.scope}_UMAP{i + 1}", coords[:, i].astype(np.float64), mask, np.nan
+        write_cell_column(
+            ds,
+            f"{source.ref.scope}_UMAP{i + 1}",
+            coords[:, i].astype(np.float64),
+            mask=mask,
+            fill=np.nan,
+            artifact=artifact,
         )
     return artifact

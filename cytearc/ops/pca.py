@@ -103,9 +103,7 @@ def pca(
             if max_value is not None:
                 total = float(np.trace(gram))
         else:
-            _, s, vt = da.linalg.svd_compressed(
-                z, k, n_power_iter=4, seed=seed
-            )
+            _, s, vt = da.linalg.svd_compressed(z, k, n_power_iter=4, seed=seed)
             s, vt = writer.run(s, vt)
             eig, loadings = s**2, vt.T
             if max_value is not None:

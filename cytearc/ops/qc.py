@@ -30,6 +30,7 @@ from cytearc.ops._base import (
     digest,
     publish,
     resolve_selection,
+    write_cell_column,
 )
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def metrics(
         for column in recorded:
             columns[column][unmeasured] = np.nan
     for column, values in columns.items():
-        ds.cells.insert(column, values, overwrite=True)
+        write_cell_column(ds, column, np.asarray(values), operation="qc.metrics")
     ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
     return list(columns)
 
