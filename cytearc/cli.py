@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import`` and ``info``.
+"""The ``cytearc`` command line: ``import``, ``info`` and ``run``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cytearc import __version__
@@ -85,6 +86,65 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option(text: str) -> tuple[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        msg = f"--set expects NAME=VALUE, found {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
+def write_run_plots(ds: Any, run: Any, directory: Path) -> list[str]:  # noqa: ANN401
+    """The standard figures of a finished run: QC violins, UMAP by cluster, marker dot plot."""
+    from cytearc.plots import save_figure  # noqa: PLC0415
+
+    assay = run.record.assay
+    figures = {
+        "qc_violins.png": ds.plots.qc(assay),
+        "umap_clusters.png": ds.plots.umap(f"{assay}_leiden_cluster", assay=assay),
+        "markers_dotplot.png": ds.plots.markers(run.outputs["markers"], n=3),
+    }
+    return [str(save_figure(fig, directory / name)) for name, fig in figures.items()]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+
+    ds = DataStore(
+        args.store,
+        zarr_mode="r+",
+        mem_budget=args.mem_budget,
+        workers=args.workers,
+        cluster=args.cluster,
+        show_progress=not args.json,
+    )
+    run = ds.pipeline.run(args.recipe, assay=args.assay, label=args.label, **dict(args.set))
+    plots = write_run_plots(ds, run, Path(args.plots)) if args.plots else []
+    summary = run.summary()
+    doc = {
+        "runId": run.run_id,
+        "recipe": run.record.recipe,
+        "label": run.record.label,
+        "status": run.record.status,
+        "outputs": {k: str(v) for k, v in run.outputs.items()},
+        "stages": summary.to_dict(orient="records"),
+        "plots": plots,
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(
+        f"run {run.run_id} ({run.record.recipe}, label {run.record.label!r}): {run.record.status}"
+    )
+    print(summary.to_string(index=False))
+    for path in plots:
+        print(f"  wrote {path}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
@@ -116,6 +176,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_info)
+    p = sub.add_parser("run", help="run an analysis recipe (QC to markers) and record the run")
+    p.add_argument("store")
+    p.add_argument("--recipe", default="rna_standard")
+    p.add_argument("--assay", default="RNA")
+    p.add_argument("--label", default=None, help="claim this run label (unique per store)")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write the standard figures here")
+    p.add_argument(
+        "--set",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a stage option, e.g. --set n_top=3000 --set resolution=0.8 (JSON values)",
+    )
+    p.add_argument("--mem-budget", default=None)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--cluster", default=None, help="scheduler address, or 'threads'")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_run)
     return parser
 
 

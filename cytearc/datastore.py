@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import dask.array as da
 
     from cytearc.pipeline.runner import Pipeline
+    from cytearc.plots.store import StorePlots
 
 __all__ = ["Assay", "DataStore", "StoreFormatError"]
 
@@ -357,6 +358,13 @@ class DataStore:
     def markers(self) -> Markers:
         """``search`` and ``table``."""
         return Markers(self)
+
+    @property
+    def plots(self) -> StorePlots:
+        """Plots of the store's results: ``qc``, ``umap``, ``markers``."""
+        from cytearc.plots.store import StorePlots  # noqa: PLC0415 (matplotlib loads on use)
+
+        return StorePlots(self)
 
     @property
     def pipeline(self) -> Pipeline:

@@ -35,6 +35,7 @@ __all__ = [
     "resolve_selection",
     "row_ids_fingerprint",
     "select_measured_cells",
+    "selection_of",
     "write_cell_column",
 ]
 
@@ -275,3 +276,15 @@ def write_cell_column(
         "artifact": str(artifact.ref) if artifact else None,
     }
     ds.cells.insert(name, full, overwrite=True, attributes={GENERATED_ATTRIBUTE: marker})
+
+
+def selection_of(ds: DataStore, artifact: Artifact) -> np.ndarray:
+    """The cell mask an artifact's rows stand for, following its lineage to the selection."""
+    node = artifact
+    while "cells" not in node.inputs():
+        parents = node.inputs()
+        if not parents:
+            msg = f"{artifact.ref}: its lineage names no cell selection"
+            raise CyteArcError(msg)
+        node = open_artifact(ds.root, next(iter(parents.values())))
+    return load_selection(ds, node.inputs()["cells"]).mask

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import load_selection, publish, write_cell_column
+from cytearc.ops._base import publish, selection_of, write_cell_column
 
 if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
@@ -140,18 +140,6 @@ def load_connectivities(graph: Artifact) -> sp.csr_matrix:
     )
 
 
-def _selection_of(ds: DataStore, artifact: Artifact) -> np.ndarray:
-    """The cell mask an artifact's rows stand for, following its lineage to the selection."""
-    node = artifact
-    while "cells" not in node.inputs():
-        parents = node.inputs()
-        if not parents:
-            msg = f"{artifact.ref}: its lineage names no cell selection"
-            raise CyteArcError(msg)
-        node = open_artifact(ds.root, next(iter(parents.values())))
-    return load_selection(ds, node.inputs()["cells"]).mask
-
-
 def leiden(
     ds: DataStore,
     graph: ArtifactLike,
@@ -210,7 +198,7 @@ def leiden(
         ds,
         column,
         artifact.read("labels"),
-        mask=_selection_of(ds, artifact),
+        mask=selection_of(ds, artifact),
         fill=-1,
         artifact=artifact,
     )
@@ -281,7 +269,7 @@ def umap(
         build=build,
         invalidate_cache=invalidate_cache,
     )
-    mask = _selection_of(ds, artifact)
+    mask = selection_of(ds, artifact)
     coords = artifact.read("coords")
     for i in range(min(2, n_components)):
         write_cell_column(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import dask.array as da
 import numpy as np
+import scipy.linalg
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
@@ -97,8 +98,9 @@ def pca(
         total = float(n_cells * np.count_nonzero(norm.read("feature_m2")[features]))
         if mode == "exact":
             (gram,) = writer.run(z.T @ z)
-            values, vectors = np.linalg.eigh(gram)
-            order = np.argsort(values)[::-1][:k]
+            m = gram.shape[0]
+            values, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
+            order = np.argsort(values)[::-1]
             eig, loadings = np.clip(values[order], 0, None), vectors[:, order]
             if max_value is not None:
                 total = float(np.trace(gram))

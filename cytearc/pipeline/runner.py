@@ -1,0 +1,331 @@
+"""``pipeline.run``: a recipe's stages in order, recorded in the run ledger.
+
+The run record is created before the first stage (``input_snapshot``); each
+stage is recorded as running, then with its outputs, the dispositions of the
+artifacts it planned (reused or created, with nested plans), its seconds and
+the sampled RSS of the process tree and the Dask workers. A requested label is
+claimed while the run is finalized; the completed run record then owns it. A
+failure or interruption commits the terminal stage and run details first and
+re-raises.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
+from cytearc.metadata.membership import check_measured
+from cytearc.ops._base import MEMBERSHIP_REMEDY, row_ids_fingerprint
+from cytearc.ops.qc import metric_assay
+from cytearc.pipeline import ledger
+from cytearc.pipeline.recipes import recipe as find_recipe
+from cytearc.pipeline.records import (
+    Interruption,
+    PlanDisposition,
+    RecordedError,
+    RunRecord,
+    StageRecord,
+)
+from cytearc.pipeline.rss import RssSampler
+from cytearc.pipeline.snapshots import FrozenTable
+from cytepool.cube.cube import package_version
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import PlanReceipt
+    from cytearc.datastore import DataStore
+    from cytearc.pipeline.records import JSON
+
+__all__ = ["Pipeline", "PipelineRun", "run_pipeline"]
+
+
+def _plan(receipt: PlanReceipt) -> PlanDisposition:
+    return PlanDisposition(
+        operation=receipt.operation,
+        kind=receipt.kind,
+        scope=receipt.scope,
+        artifact_id=receipt.artifact_id,
+        disposition=receipt.disposition,  # type: ignore[arg-type]
+        nested=tuple(_plan(n) for n in receipt.nested),
+    )
+
+
+def _count(plans: tuple[PlanDisposition, ...], disposition: str) -> int:
+    return sum((p.disposition == disposition) + _count(p.nested, disposition) for p in plans)
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """A recorded run: its record, stages, outputs and frozen tables."""
+
+    ds: DataStore
+    record: RunRecord
+    stages: tuple[StageRecord, ...]
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.record.run_id
+
+    @property
+    def outputs(self) -> dict[str, ArtifactRef]:
+        """The final outputs by name (empty until the recipe succeeded)."""
+        return {k: ArtifactRef.parse(str(v)) for k, v in (self.record.outputs or {}).items()}
+
+    def artifact(self, name: str) -> Artifact:
+        """One output artifact, e.g. ``"clustering"`` or ``"markers"``."""
+        return open_artifact(self.ds.root, self.outputs[name])
+
+    @property
+    def cells(self) -> FrozenTable:
+        """The cell table as the run saw it; ``I`` is the run's final cell selection."""
+        return FrozenTable(
+            self.artifact("cell_metadata"),
+            self.artifact("cells"),
+            row_ids=row_ids_fingerprint(self.ds),
+        )
+
+    @property
+    def features(self) -> FrozenTable:
+        """The feature table as the run saw it; ``I`` is the run's feature universe."""
+        from cytearc.ops._base import digest  # noqa: PLC0415
+
+        ids = digest(self.ds.assays[self.record.assay].features.fetch_all("ids"))
+        return FrozenTable(
+            self.artifact("feature_metadata"), self.artifact("feature_universe"), row_ids=ids
+        )
+
+    def summary(self) -> pd.DataFrame:
+        """One row per stage: status, seconds, peak memory, artifacts created and reused."""
+        rows = []
+        for stage in self.stages:
+            metrics: Any = stage.metrics
+            rss = metrics.get("rss", {}).get("peakBytes", {})
+            rows.append(
+                {
+                    "stage": stage.stage,
+                    "status": stage.status,
+                    "seconds": metrics.get("seconds"),
+                    "peak_rss_bytes": rss.get("total"),
+                    "created": _count(stage.plans, "created"),
+                    "reused": _count(stage.plans, "reused"),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        r = self.record
+        return f"<PipelineRun {r.run_id} {r.recipe} on {r.assay}: {r.status}, label {r.label!r}>"
+
+
+def _fields(assay: str, outputs: dict[str, str]) -> list[dict[str, JSON]]:
+    return [
+        {
+            "name": f"{assay}_leiden_cluster",
+            "display": {"kind": "categorical", "artifact": outputs.get("clustering")},
+        },
+        {
+            "name": f"{assay}_UMAP1",
+            "display": {"kind": "embedding", "artifact": outputs.get("umap")},
+        },
+        {
+            "name": f"{assay}_UMAP2",
+            "display": {"kind": "embedding", "artifact": outputs.get("umap")},
+        },
+    ]
+
+
+def _check_cells(ds: DataStore, assay: str, config: dict[str, Any]) -> None:
+    key = config["cell_key"]
+    mask = ds.cells.fetch_all(key).astype(bool)
+    check_measured(
+        ds.cells, assay, mask, operation="pipeline.run", remedy=MEMBERSHIP_REMEDY, cell_key=key
+    )
+    for column in ("nCounts", "nFeatures", *config["qc_patterns"]):
+        other = metric_assay(ds, f"{assay}_{column}")
+        if other is not None and other != assay:
+            check_measured(
+                ds.cells,
+                other,
+                mask,
+                operation="pipeline.run",
+                remedy=MEMBERSHIP_REMEDY,
+                cell_key=key,
+            )
+
+
+def run_pipeline(
+    ds: DataStore,
+    *,
+    recipe: str = "rna_standard",
+    assay: str = "RNA",
+    label: str | None = None,
+    **stage_options: Any,
+) -> PipelineRun:
+    """Run ``recipe`` on ``assay``; a second identical run reuses every artifact.
+
+    Raises
+    ------
+    UnmeasuredCellsError
+        The cells of ``cell_key`` include cells the assay did not measure
+        (before any record is written).
+    LabelTakenError, LabelClaimBlockedError, AtomicClaimUnsupportedError
+        The label cannot be claimed (checked before the run starts, and again
+        atomically when it is finalized).
+    """
+    plan = find_recipe(recipe)
+    config = plan.config(stage_options)
+    where = ds.where
+    if assay not in ds.assays:
+        msg = f"{where}: pipeline.run: no assay {assay!r}; the store has {sorted(ds.assays)}"
+        raise KeyError(msg)
+    _check_cells(ds, assay, config)
+    if label is not None:
+        ledger.require_atomic_claims(ds.root, where=where)
+        ledger.check_label_available(ds.root, label=label, where=where)
+    client = ds.engine.client
+    record = RunRecord(
+        run_id=ledger.new_run_id(),
+        recipe=recipe,
+        requested_label=label,
+        label=None,
+        assay=assay,
+        started_at_ns=time.time_ns(),
+        status="running",
+        complete=False,
+        cytearc_version=package_version(),
+        config=config,
+        stage_order=tuple(s.name for s in plan.stages),
+    )
+    ledger.create_run(ds.root, record, where=where)
+    context: dict[str, Artifact] = {}
+    stages: list[StageRecord] = []
+    bar = tqdm(plan.stages, desc="pipeline", unit="stage", disable=not ds.show_progress)
+    for ordinal, stage in enumerate(bar):
+        bar.set_description(stage.name)
+        started = StageRecord(
+            stage=stage.name,
+            ordinal=ordinal,
+            started_at_ns=time.time_ns(),
+            status="running",
+            complete=False,
+        )
+        ledger.write_stage(ds.root, record.run_id, started, where=where)
+        clock = time.perf_counter()
+        with planning_receipts() as receipts, RssSampler(client) as sampler:
+            try:
+                outputs = stage.run(ds, assay, context, config)
+            except BaseException as error:
+                interrupted = isinstance(error, KeyboardInterrupt)
+                now = time.time_ns()
+                details: dict[str, Any] = (
+                    {
+                        "status": "interrupted",
+                        "interruption": Interruption(
+                            reason=type(error).__name__, at_ns=now, by="signal"
+                        ),
+                    }
+                    if interrupted
+                    else {"status": "failed", "error": RecordedError.from_exception(error)}
+                )
+                failed = StageRecord(
+                    stage=stage.name,
+                    ordinal=ordinal,
+                    started_at_ns=started.started_at_ns,
+                    finished_at_ns=now,
+                    complete=True,
+                    plans=tuple(_plan(r) for r in receipts if r.disposition),
+                    metrics={"seconds": time.perf_counter() - clock},
+                    **details,
+                )
+                ledger.write_stage(ds.root, record.run_id, failed, where=where)
+                record = RunRecord(
+                    **{
+                        **_run_fields(record),
+                        "finished_at_ns": now,
+                        "complete": True,
+                        **details,
+                    }
+                )
+                ledger.write_run(ds.root, record, where=where)
+                raise
+        context.update(outputs)
+        done = StageRecord(
+            stage=stage.name,
+            ordinal=ordinal,
+            started_at_ns=started.started_at_ns,
+            finished_at_ns=time.time_ns(),
+            status="completed",
+            complete=True,
+            outputs={k: str(v.ref) for k, v in outputs.items()},
+            plans=tuple(_plan(r) for r in receipts),
+            metrics={"seconds": time.perf_counter() - clock, "rss": sampler.metrics()},
+        )
+        ledger.write_stage(ds.root, record.run_id, done, where=where)
+        stages.append(done)
+    final = {k: str(v.ref) for k, v in context.items()}
+    if label is not None:
+        ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=where)
+    record = RunRecord(
+        **{
+            **_run_fields(record),
+            "label": label,
+            "finished_at_ns": time.time_ns(),
+            "status": "completed",
+            "complete": True,
+            "outputs": final,
+            "fields": tuple(_fields(assay, final)),
+        }
+    )
+    ledger.write_run(ds.root, record, where=where)
+    return PipelineRun(ds, record, tuple(stages))
+
+
+def _run_fields(record: RunRecord) -> dict[str, Any]:
+    return {f: getattr(record, f) for f in record.__dataclass_fields__ if not f.startswith("_")}
+
+
+class Pipeline:
+    """``ds.pipeline``: run recipes, list and reopen runs, abandon a stuck label claim."""
+
+    def __init__(self, ds: DataStore) -> None:
+        self._ds = ds
+
+    def run(
+        self,
+        recipe: str = "rna_standard",
+        *,
+        assay: str = "RNA",
+        label: str | None = None,
+        **stage_options: Any,
+    ) -> PipelineRun:
+        """See :func:`run_pipeline`."""
+        return run_pipeline(self._ds, recipe=recipe, assay=assay, label=label, **stage_options)
+
+    def runs(self) -> list[RunRecord]:
+        """Every readable run (unreadable ones are skipped with a warning naming them)."""
+        return ledger.list_runs(self._ds.root, where=self._ds.where)
+
+    def open(self, run_id: str) -> PipelineRun:
+        """A recorded run; an unreadable one raises its error."""
+        root, where = self._ds.root, self._ds.where
+        record = ledger.open_run(root, run_id, where=where)
+        return PipelineRun(self._ds, record, tuple(ledger.run_stages(root, run_id, where=where)))
+
+    def by_label(self, label: str) -> PipelineRun:
+        """The completed run that owns ``label``."""
+        owner = ledger.label_owner(self._ds.root, label, where=self._ds.where)
+        if owner is None:
+            msg = f"{self._ds.where}: no run claimed the label {label!r}"
+            raise KeyError(msg)
+        return self.open(owner)
+
+    def abandon_label_claim(self, *, label: str, run_id: str, reason: str) -> RunRecord:
+        """Mark the incomplete run that owns ``label`` interrupted, after confirming its process stopped."""
+        return ledger.abandon_label_claim(
+            self._ds.root, label=label, run_id=run_id, reason=reason, where=self._ds.where
+        )

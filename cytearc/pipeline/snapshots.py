@@ -1,0 +1,106 @@
+"""The first stage's immutable inputs: the feature universe and metadata snapshots.
+
+A run's frozen views read these artifacts, never the live tables, so later
+edits of the tables (a new ``I``, a dropped column) do not change what a run
+reports; replaced or reordered row identities make them fail closed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cytearc.artifacts import DATASTORE_SCOPE, Artifact, StaleSelectionError
+from cytearc.metadata.table import GENERATED_ATTRIBUTE
+from cytearc.ops._base import digest, publish
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.datastore import DataStore
+    from cytearc.metadata.table import MetaData
+
+__all__ = ["FrozenTable", "feature_universe", "snapshot_table"]
+
+
+def feature_universe(ds: DataStore, assay: str) -> Artifact:
+    """An all-feature selection of ``assay`` bound to its ordered feature ids."""
+    ids = digest(ds.assays[assay].features.fetch_all("ids"))
+    n = ds.assays[assay].shape[1]
+
+    def build(writer: ArtifactWriter) -> None:
+        writer.write("mask", np.ones(n, dtype=bool), attributes={"rowIds": ids})
+
+    return publish(
+        ds,
+        scope=assay,
+        kind="feature_selection",
+        operation="feature_universe",
+        parameters={"assay": assay},
+        inputs={"rowIds": ids},
+        build=build,
+    )
+
+
+def _table(ds: DataStore, table: str) -> MetaData:
+    return ds.cells if table == "cells" else ds.assays[table].features
+
+
+def snapshot_table(ds: DataStore, table: str) -> Artifact:
+    """A copy of the cell table (``"cells"``) or of an assay's feature table.
+
+    Columns that analysis operations generated (``cytearc:generatedBy``) are
+    outputs, not inputs, and are left out, so a run's own outputs do not
+    change the snapshot of the next identical run.
+    """
+    source = _table(ds, table)
+    columns = [c for c in source.columns if GENERATED_ATTRIBUTE not in source.attributes(c)]
+    values = {c: source.fetch_all(c) for c in columns}
+
+    def build(writer: ArtifactWriter) -> None:
+        for i, column in enumerate(columns):
+            data = values[column]
+            stored = data.astype(object) if data.dtype.kind in "OUT" else data
+            writer.write(f"c{i:04d}", stored, finite=False, attributes={"column": column})
+        writer.group.attrs["columns"] = columns
+
+    return publish(
+        ds,
+        scope=DATASTORE_SCOPE if table == "cells" else table,
+        kind="metadata_snapshot",
+        operation="snapshot_metadata",
+        parameters={"table": table},
+        inputs={"columns": {c: digest(v) for c, v in values.items()}},
+        build=build,
+    )
+
+
+class FrozenTable:
+    """A run's view of a table: its snapshot, with ``I`` from the run's selection.
+
+    ``table["I"]`` is the stored selection, checked against the current
+    ordered row ids; other columns are the snapshot's values.
+    """
+
+    def __init__(self, snapshot: Artifact, selection: Artifact, *, row_ids: str) -> None:
+        self._snapshot = snapshot
+        self._selection = selection
+        self._row_ids = row_ids
+        names = snapshot.group.attrs["columns"]
+        assert isinstance(names, list)
+        self.columns: list[str] = [str(c) for c in names]
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        if column == "I":
+            mask = self._selection.array("mask")
+            if mask.attrs.get("rowIds") != self._row_ids:
+                msg = f"{self._selection.ref}: the run's selection was made for other row ids (replaced or reordered)"
+                raise StaleSelectionError(msg)
+            return np.asarray(mask[...], dtype=bool)
+        if column not in self.columns:
+            msg = f"{self._snapshot.ref}: no column {column!r}; the snapshot holds {self.columns}"
+            raise KeyError(msg)
+        return self._snapshot.read(f"c{self.columns.index(column):04d}")
+
+    def __repr__(self) -> str:
+        return f"<FrozenTable {self._snapshot.ref}: {self.columns}>"

@@ -1,0 +1,147 @@
+"""``ds.plots``: the plots of a store's results, read from its artifacts and cell columns."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
+from cytearc.errors import CyteArcError
+from cytearc.metadata.membership import membership_column
+from cytearc.ops._base import selection_of
+from cytearc.ops.normalize import normalized_block
+from cytearc.plots._dotplot import dotplot
+from cytearc.plots._embedding import embedding
+from cytearc.plots._qc import qc_violins
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from matplotlib.figure import Figure
+
+    from cytearc.datastore import DataStore
+
+__all__ = ["StorePlots"]
+
+
+class StorePlots:
+    """Plots of one store: ``qc``, ``umap`` and ``markers``."""
+
+    def __init__(self, ds: DataStore) -> None:
+        self._ds = ds
+
+    def qc(
+        self, assay: str = "RNA", *, groupby: str | None = None, log: bool = False, **options: Any
+    ) -> Figure:
+        """Violins of the QC metrics that ``qc.metrics`` wrote (cells in ``I``)."""
+        ds = self._ds
+        columns = [
+            c
+            for c in ds.cells.columns
+            if (c.startswith(f"{assay}_") and c.endswith(("nCounts", "nFeatures")))
+            or c.startswith(f"{assay}_percent")
+        ]
+        if not columns:
+            msg = f"{ds.where}: no QC metrics of {assay!r}; run ds.qc.metrics({assay!r}) first"
+            raise CyteArcError(msg)
+        frame = pd.DataFrame(
+            {c: ds.cells.fetch(c) for c in [*columns, *([groupby] if groupby else [])]}
+        )
+        return qc_violins(frame, columns, groupby=groupby, log=log, **options)
+
+    def gene_values(self, gene: str, *, assay: str = "RNA", target_sum: float = 1e4) -> np.ndarray:
+        """One feature's log-normalized values over all cells (NaN where the assay did not measure).
+
+        ``gene`` is a feature name or id; reads one row band of ``countsT``.
+        """
+        ds = self._ds
+        source = ds.assays[assay]
+        names = source.features.fetch_all("names").astype(object)
+        ids = source.features.fetch_all("ids").astype(object)
+        hits = np.flatnonzero((names == gene) | (ids == gene))
+        if not len(hits):
+            msg = f"{ds.where}: assay {assay!r} has no feature named {gene!r}"
+            raise KeyError(msg)
+        (row,) = ds.engine.compute(source.countsT[int(hits[0])])
+        values = normalized_block(
+            np.asarray(row)[:, None],
+            source.summary("rowSums").astype(np.float64),
+            method="library_size",
+            target_sum=target_sum,
+            log1p=True,
+        )[:, 0].astype(np.float64)
+        member = membership_column(ds.cells, assay)
+        if member is not None:
+            values[~ds.cells.fetch_all(member).astype(bool)] = np.nan
+        return values
+
+    def umap(
+        self,
+        color: str | None = None,
+        *,
+        assay: str = "RNA",
+        umap: ArtifactRef | str | Artifact | None = None,
+        **options: Any,
+    ) -> Figure:
+        """UMAP coloured by a cell column (e.g. ``RNA_leiden_cluster``) or a gene's expression.
+
+        Coordinates come from ``umap`` (an artifact) or the cell columns
+        ``<assay>_UMAP1/2``; cells without coordinates are left out.
+        """
+        ds = self._ds
+        if umap is not None:
+            artifact = umap if isinstance(umap, Artifact) else open_artifact(ds.root, umap)
+            mask = selection_of(ds, artifact)
+            coords = np.full((ds.cells.n_rows, 2), np.nan)
+            coords[mask] = artifact.read("coords")[:, :2]
+        else:
+            names = [f"{assay}_UMAP1", f"{assay}_UMAP2"]
+            if not set(names) <= set(ds.cells.columns):
+                msg = f"{ds.where}: no UMAP of {assay!r}; run ds.layout.umap(...) or the pipeline first"
+                raise CyteArcError(msg)
+            coords = np.column_stack([ds.cells.fetch_all(n) for n in names])
+        keep = np.isfinite(coords).all(axis=1)
+        values: Any = None
+        label = color
+        if color is not None:
+            if color in ds.cells.columns:
+                values = ds.cells.fetch_all(color)
+                if color.endswith("_cluster"):
+                    values = pd.Categorical(values[keep].astype(str))
+                else:
+                    values = values[keep]
+            else:
+                values = self.gene_values(color, assay=assay)[keep]
+        return embedding(
+            coords[keep], values=values, label=label, title=options.pop("title", color), **options
+        )
+
+    def markers(
+        self,
+        markers: ArtifactRef | str | Artifact,
+        *,
+        n: int = 3,
+        genes: Sequence[str] | None = None,
+        **options: Any,
+    ) -> Figure:
+        """Dot plot of the top ``n`` markers of each group (or of ``genes``)."""
+        ds = self._ds
+        artifact = markers if isinstance(markers, Artifact) else open_artifact(ds.root, markers)
+        features = ds.assays[artifact.ref.scope].features
+        names = features.fetch_all("names").astype(object)
+        groups = [str(g) for g in artifact.read("groups")]
+        score = artifact.read("score")
+        if genes is None:
+            chosen: list[int] = []
+            for i in range(len(groups)):
+                for j in np.argsort(-score[i], kind="stable")[:n]:
+                    if int(j) not in chosen:
+                        chosen.append(int(j))
+        else:
+            chosen = [int(np.flatnonzero(names == g)[0]) for g in genes]
+        labels = [str(names[j]) for j in chosen]
+        mean = pd.DataFrame(artifact.read("mean")[:, chosen], index=groups, columns=labels)
+        fraction = pd.DataFrame(artifact.read("fraction")[:, chosen], index=groups, columns=labels)
+        return dotplot(mean, fraction, **options)
