@@ -10,6 +10,8 @@ pynndescent), UMAP's fuzzy simplicial set (the connectivities), Leiden
 
 from __future__ import annotations
 
+import importlib
+import warnings
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
@@ -20,6 +22,8 @@ from cytearc.errors import CyteArcError
 from cytearc.ops._base import publish, selection_of, write_cell_column
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from cytearc.artifacts import ArtifactWriter
     from cytearc.datastore import DataStore
 
@@ -69,12 +73,19 @@ def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(indices, dtype=np.int64), np.asarray(distances, dtype=np.float64)
 
 
+def _umap_module() -> ModuleType:
+    """``umap.umap_``, imported without its warning about the optional TensorFlow."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Tensorflow not installed", category=ImportWarning
+        )
+        return importlib.import_module("umap.umap_")
+
+
 def connectivities(indices: np.ndarray, distances: np.ndarray, *, seed: int) -> sp.csr_matrix:
     """UMAP's fuzzy simplicial set of a kNN graph (scanpy's connectivities)."""
-    from umap.umap_ import fuzzy_simplicial_set  # noqa: PLC0415
-
     n, k = indices.shape
-    graph, _, _ = fuzzy_simplicial_set(
+    graph, _, _ = _umap_module().fuzzy_simplicial_set(
         sp.coo_matrix((n, 1)),
         k,
         np.random.RandomState(seed),
@@ -225,15 +236,14 @@ def umap(
     pca_ref = source.inputs()["pca"]
 
     def build(writer: ArtifactWriter) -> None:
-        from umap.umap_ import find_ab_params, simplicial_set_embedding  # noqa: PLC0415
-
+        umap_ = _umap_module()
         conn = load_connectivities(source).tocoo()
         coords = open_artifact(ds.root, pca_ref).read("coords")
         init = coords[:, :n_components].astype(np.float64)
         init = 10 * (init - init.mean(0)) / np.maximum(np.abs(init).max(0), 1e-12) / 2
-        a, b = find_ab_params(spread, min_dist)
+        a, b = umap_.find_ab_params(spread, min_dist)
         epochs = n_epochs or (500 if conn.shape[0] <= 10000 else 200)
-        embedding, _ = simplicial_set_embedding(
+        embedding, _ = umap_.simplicial_set_embedding(
             data=coords,
             graph=conn,
             n_components=n_components,
