@@ -27,10 +27,19 @@ from cytearc.ops._base import SelectionLike, checked_selection, digest, publish
 from cytearc.ops.normalize import normalized_block
 
 if TYPE_CHECKING:
-    from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import DataStore
+    from dask.delayed import Delayed
 
-__all__ = ["STATISTICS", "band_statistics", "benjamini_hochberg", "search", "table"]
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.datastore import Assay, DataStore
+
+__all__ = [
+    "STATISTICS",
+    "band_statistics",
+    "benjamini_hochberg",
+    "marker_tasks",
+    "search",
+    "table",
+]
 
 STATISTICS = ("mean", "fraction", "mean_rest", "logfc", "auroc", "score", "pvalue")
 
@@ -118,6 +127,18 @@ def _band(
     return band_statistics(values, codes, n_groups)
 
 
+def marker_tasks(
+    source: Assay, rows: np.ndarray, codes: np.ndarray, n_groups: int, *, target_sum: float
+) -> list[Delayed]:
+    """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per ``countsT`` shard."""
+    counts_t = source.countsT.rechunk({1: -1})[:, rows]
+    library = source.summary("rowSums")[rows].astype(np.float64)
+    return [
+        delayed(_band)(block, library, codes, n_groups, float(target_sum))
+        for block in counts_t.to_delayed().ravel()
+    ]
+
+
 def search(
     ds: DataStore,
     assay: str = "RNA",
@@ -148,13 +169,7 @@ def search(
     rows = np.flatnonzero(mask)
 
     def build(writer: ArtifactWriter) -> None:
-        counts_t = source.countsT.rechunk({1: -1})[:, rows]
-        library = source.summary("rowSums")[rows].astype(np.float64)
-        parts = [
-            delayed(_band)(block, library, codes, len(groups), float(target_sum))
-            for block in counts_t.to_delayed().ravel()
-        ]
-        bands = writer.run(*parts)
+        bands = writer.run(*marker_tasks(source, rows, codes, len(groups), target_sum=target_sum))
         for name in STATISTICS:
             writer.write(
                 name, np.concatenate([b[name] for b in bands], axis=1), finite=name != "auroc"

@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from dask.delayed import Delayed
 
     from cytearc.artifacts import Artifact, ArtifactWriter
-    from cytearc.datastore import DataStore
+    from cytearc.datastore import Assay, DataStore
 
-__all__ = ["DATA_CHUNK_BYTES", "normalize", "normalized_block"]
+__all__ = ["DATA_CHUNK_BYTES", "normalize", "normalized_block", "normalized_graph", "tree_moments"]
 
 DATA_CHUNK_BYTES: Final = 16 * 2**20
 """Target bytes of one chunk of normalized ``data`` (unsharded, rows x all features)."""
@@ -99,6 +99,34 @@ def data_chunk_rows(n_rows: int, n_features: int) -> int:
     return max(1, min(n_rows, DATA_CHUNK_BYTES // max(1, 4 * n_features)))
 
 
+def normalized_graph(
+    source: Assay,
+    rows: np.ndarray,
+    *,
+    method: str,
+    target_sum: float,
+    log1p: bool,
+    idf: np.ndarray | None = None,
+) -> da.Array:
+    """The lazy normalized values of ``rows`` of an assay: one block per ``counts`` shard.
+
+    Builds a graph only; nothing is read until it is computed.
+    """
+    counts = source.counts.rechunk({1: -1})[rows]
+    library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+    data: da.Array = da.map_blocks(
+        _normalize_band,
+        counts,
+        library[:, None],
+        method=method,
+        target_sum=target_sum,
+        log1p=log1p,
+        idf=idf,
+        dtype=np.float32,
+    )
+    return data
+
+
 def normalize(
     ds: DataStore,
     assay: str = "RNA",
@@ -131,22 +159,18 @@ def normalize(
     }
 
     def build(writer: ArtifactWriter) -> None:
-        rows = selection.rows
-        counts = source.counts.rechunk({1: -1})[rows]
-        library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
         idf = None
         if method == "tfidf":
+            counts = source.counts.rechunk({1: -1})[selection.rows]
             (detected,) = writer.run((counts > 0).sum(axis=0))
             idf = selection.n_cells / (1.0 + np.asarray(detected, dtype=np.float64))
-        data = da.map_blocks(
-            _normalize_band,
-            counts,
-            library[:, None],
+        data = normalized_graph(
+            source,
+            selection.rows,
             method=method,
             target_sum=float(target_sum),
-            log1p=parameters["log1p"],
+            log1p=bool(parameters["log1p"]),
             idf=idf,
-            dtype=np.float32,
         )
         n_features = source.shape[1]
         writer.store(

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
     from cytearc.datastore import DataStore
 
-__all__ = ["feature_scaling", "pca", "scaled_block"]
+__all__ = ["feature_scaling", "pca", "scaled_block", "scaled_graph"]
 
 
 def feature_scaling(normalized: Artifact, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -43,6 +43,23 @@ def scaled_block(
     z: np.ndarray = (np.asarray(block, dtype=np.float64) - mean) / sd
     if max_value is not None:
         np.clip(z, None, max_value, out=z)
+    return z
+
+
+def scaled_graph(
+    normalized: Artifact,
+    features: np.ndarray,
+    *,
+    mean: np.ndarray,
+    sd: np.ndarray,
+    max_value: float | None,
+) -> da.Array:
+    """The lazy scaled values of ``features`` of a normalized artifact (blocks of its chunks' rows)."""
+    z: da.Array = (
+        normalized.lazy("data")[:, features]
+        .map_blocks(scaled_block, mean=mean, sd=sd, max_value=max_value, dtype=np.float64)
+        .rechunk({1: -1})
+    )
     return z
 
 
@@ -91,10 +108,7 @@ def pca(
 
     def build(writer: ArtifactWriter) -> None:
         mean, sd = feature_scaling(norm, features)
-        data = norm.lazy("data")[:, features]
-        z = data.map_blocks(
-            scaled_block, mean=mean, sd=sd, max_value=max_value, dtype=np.float64
-        ).rechunk({1: -1})
+        z = scaled_graph(norm, features, mean=mean, sd=sd, max_value=max_value)
         total = float(n_cells * np.count_nonzero(norm.read("feature_m2")[features]))
         if mode == "exact":
             (gram,) = writer.run(z.T @ z)
@@ -111,8 +125,8 @@ def pca(
             if max_value is not None:
                 (total,) = writer.run((z**2).sum())
         loadings = loadings * _signs(loadings)
-        coords = z.map_blocks(
-            _project, loadings=loadings, dtype=np.float32, chunks=(z.chunks[0], (k,))
+        coords = da.map_blocks(
+            _project, z, loadings=loadings, dtype=np.float32, chunks=(z.chunks[0], (k,))
         )
         writer.store("coords", coords, chunks=(min(n_cells, 65536), k))
         writer.write("loadings", loadings)
