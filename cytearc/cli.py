@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info`` and ``run``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``run`` and ``pool``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors.
@@ -145,6 +145,45 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pool(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+    from cytepool import read_cube  # noqa: PLC0415
+
+    ds = DataStore(
+        args.store,
+        zarr_mode="r+",
+        mem_budget=args.mem_budget,
+        workers=args.workers,
+        cluster=args.cluster,
+        show_progress=not args.json,
+    )
+    path = ds.compare.write_bulk(
+        args.output,
+        args.assay,
+        sample_key=args.sample,
+        group_key=args.group,
+        cell_selection=args.cell_selection,
+        compression=None if args.compression == "none" else args.compression,
+        overwrite=args.overwrite,
+    )
+    cube = read_cube(path)
+    doc = {
+        "path": str(path),
+        "fingerprint": cube.fingerprint,
+        "shape": dict(zip(("groups", "samples", "features"), cube.shape, strict=True)),
+        "groups": [str(g) for g in cube.groups.iloc[:, 0]],
+        "samples": [str(s) for s in cube.samples.iloc[:, 0]],
+        "sampleColumns": list(cube.samples.columns),
+    }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        g, s_, f = cube.shape
+        print(f"pooled {ds.where} into {path}: {g} groups x {s_} samples x {f} features")
+        print(f"  fingerprint {cube.fingerprint}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
@@ -195,6 +234,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default=None, help="scheduler address, or 'threads'")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_run)
+    p = sub.add_parser("pool", help="pool cells by sample and group into a CytePool cube")
+    p.add_argument("store")
+    p.add_argument("--sample", required=True, help="cell column naming each cell's sample")
+    p.add_argument("--group", required=True, help="cell column naming each cell's group")
+    p.add_argument("-o", "--output", required=True, help="the cube to write (NAME.cube.zarr)")
+    p.add_argument("--assay", default="RNA")
+    p.add_argument("--cell-selection", default=None, help="a cell_selection ref or boolean column")
+    p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--mem-budget", default=None)
+    p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--cluster", default=None, help="scheduler address, or 'threads'")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_pool)
     return parser
 
 

@@ -16,7 +16,7 @@ from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import CyteArcError
 from cytearc.io.importer import STORE_FORMAT, STORE_FORMAT_VERSION
 from cytearc.metadata.table import MetaData
-from cytearc.ops.accessors import Cluster, Features, Graph, Layout, Markers, Qc, Reduce
+from cytearc.ops.accessors import Cluster, Compare, Features, Graph, Layout, Markers, Qc, Reduce
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.layout import CountLayout, LayoutError
 
@@ -358,6 +358,11 @@ class DataStore:
     def markers(self) -> Markers:
         """``search`` and ``table``."""
         return Markers(self)
+
+    @property
+    def compare(self) -> Compare:
+        """Pseudobulk: ``compute_bulk`` pools cells into a CytePool cube, ``write_bulk`` writes it."""
+        return Compare(self)
 
     @property
     def plots(self) -> StorePlots:

@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+import dask
 from dask.base import compute as dask_compute
 from dask.diagnostics.progress import ProgressBar
 from distributed import Client, LocalCluster, progress, wait
@@ -67,6 +68,12 @@ class Engine:
             )
             raise EngineConfigError(msg)
         return int(min(limits))
+
+    def activate(self) -> contextlib.AbstractContextManager[Any]:
+        """A context in which Dask's current scheduler is this engine (for code that computes itself)."""
+        if self.client is None:
+            return dask.config.set(scheduler="threads")
+        return self.client.as_current()
 
     def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
         """Compute Dask collections on this engine; every task has ended when it returns."""

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cytearc.ops import graph, markers, qc
+from cytearc.ops import compare, graph, markers, qc
 from cytearc.ops.hvgs import hvgs as _hvgs
 from cytearc.ops.normalize import normalize as _normalize
 from cytearc.ops.pca import pca as _pca
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
     from cytearc.artifacts import Artifact
     from cytearc.datastore import DataStore
+    from cytepool import Cube
 
-__all__ = ["Cluster", "Features", "Graph", "Layout", "Markers", "Qc", "Reduce"]
+__all__ = ["Cluster", "Compare", "Features", "Graph", "Layout", "Markers", "Qc", "Reduce"]
 
 
 class _Namespace:
@@ -93,3 +96,33 @@ class Markers(_Namespace):
     def table(self, markers_ref: Any, **options: Any) -> pd.DataFrame:  # noqa: ANN401
         """See :func:`cytearc.ops.markers.table`."""
         return markers.table(self._ds, markers_ref, **options)
+
+
+class Compare(_Namespace):
+    """Pseudobulk: ``compute_bulk`` (a cube with lazy layers) and ``write_bulk``."""
+
+    def compute_bulk(self, assay: str = "RNA", **options: Any) -> Cube:
+        """See :func:`cytearc.ops.compare.compute_bulk`."""
+        return compare.compute_bulk(self._ds, assay, **options)
+
+    def write_bulk(
+        self,
+        path: str | Path,
+        assay: str = "RNA",
+        *,
+        compression: str | None = "gzip",
+        overwrite: bool = False,
+        **options: Any,
+    ) -> Path:
+        """Pool and write the cube to ``path`` on the store's engine; returns the path."""
+        from cytepool import write_cube  # noqa: PLC0415
+
+        cube = compare.compute_bulk(self._ds, assay, **options)
+        with self._ds.engine.activate():
+            return write_cube(
+                cube,
+                path,
+                compression=compression,  # type: ignore[arg-type]
+                overwrite=overwrite,
+                progress=self._ds.show_progress,
+            )

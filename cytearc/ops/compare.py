@@ -1,0 +1,240 @@
+"""``compare.compute_bulk``: pool the cells of a store into a CytePool cube.
+
+For every (group, sample) pair, summed over its selected cells and per
+feature: ``counts``, ``detected`` (cells with a non-zero count), and of the
+library-size normalized values ``v = x / rowSums * target_sum``:
+``linear_sum`` (sum of ``v``), ``log_sum`` (sum of ``log1p(v)``) and
+``log_sum_sq`` (sum of ``log1p(v)**2``), with ``n_cells``. The layers are lazy
+Dask arrays: one task per ``counts`` shard computes the sums of its cells for
+every pair (a sparse indicator product), and a fixed tree adds the shards, so
+the cube's values and fingerprint are the same on every scheduler.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import dask.array as da
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from dask.delayed import delayed
+
+from cytearc.errors import CyteArcError
+from cytearc.metadata.membership import MEMBERSHIP_ROLE
+from cytearc.metadata.table import GENERATED_ATTRIBUTE
+from cytearc.ops._base import SelectionLike, checked_selection, digest
+from cytepool import Cube
+from cytepool.cube.cube import package_version
+
+if TYPE_CHECKING:
+    from cytearc.datastore import Assay, DataStore
+
+__all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers"]
+
+INTEGER_LAYERS: Final = ("counts", "detected")
+VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
+
+
+def _pool_block(
+    block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
+) -> tuple[np.ndarray, np.ndarray]:
+    keep = codes >= 0
+    x = np.asarray(block)[keep]
+    indicator = sp.csr_matrix(
+        (np.ones(int(keep.sum())), (codes[keep], np.arange(int(keep.sum())))),
+        shape=(n_codes, int(keep.sum())),
+    )
+    integers = np.stack(
+        [
+            np.asarray(indicator @ x.astype(np.float64)),
+            np.asarray(indicator @ (x > 0).astype(np.float64)),
+        ]
+    )
+    lib = library[keep]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(lib > 0, target_sum / lib, 0.0)
+    v = x.astype(np.float64) * scale[:, None]
+    logs = np.log1p(v)
+    values = np.stack(
+        [
+            np.asarray(indicator @ v),
+            np.asarray(indicator @ logs),
+            np.asarray(indicator @ (logs * logs)),
+        ]
+    )
+    return np.rint(integers).astype(np.int64)[None], values[None]
+
+
+def pooled_layers(
+    source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
+) -> tuple[da.Array, da.Array]:
+    """Lazy sums per pair code (``-1``: not pooled) over every ``counts`` shard.
+
+    Returns ``(integers, values)`` of shapes ``(2, n_codes, n_features)``
+    (counts, detected; int64) and ``(3, n_codes, n_features)`` (linear_sum,
+    log_sum, log_sum_sq; float64). Building them reads nothing.
+    """
+    counts = source.counts.rechunk({1: -1})
+    library = source.summary("rowSums").astype(np.float64)
+    n_features = source.shape[1]
+    starts = np.cumsum((0, *counts.chunks[0]))
+    ints, floats = [], []
+    for i, block in enumerate(counts.to_delayed().ravel()):
+        rows = slice(int(starts[i]), int(starts[i + 1]))
+        if not (codes[rows] >= 0).any():
+            continue
+        part = delayed(_pool_block, nout=2)(
+            block, library[rows], codes[rows], n_codes=n_codes, target_sum=target_sum
+        )
+        ints.append(da.from_delayed(part[0], shape=(1, 2, n_codes, n_features), dtype=np.int64))
+        floats.append(da.from_delayed(part[1], shape=(1, 3, n_codes, n_features), dtype=np.float64))
+    if not ints:
+        msg = "compute_bulk: no cell to pool"
+        raise CyteArcError(msg)
+    integers: da.Array = da.concatenate(ints).sum(axis=0, split_every=4)
+    values: da.Array = da.concatenate(floats).sum(axis=0, split_every=4)
+    return integers, values
+
+
+def _labels(ds: DataStore, key: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    values = ds.cells.fetch_all(key)
+    if values.dtype.kind in "OTUS":
+        text = np.asarray([str(v) for v in values.astype(object)], dtype=object)
+        valid = text != ""
+    elif values.dtype.kind == "f":
+        valid = np.isfinite(values) & (values >= 0)
+        text = np.asarray(
+            [str(int(v)) if float(v).is_integer() else str(v) for v in values], dtype=object
+        )
+    elif values.dtype.kind in "iu":
+        valid = values >= 0
+        text = values.astype(str).astype(object)
+    else:
+        text = values.astype(str).astype(object)
+        valid = np.ones(len(values), dtype=bool)
+    return text, valid & mask
+
+
+def _order(labels: np.ndarray) -> list[str]:
+    unique = sorted(set(labels.tolist()))
+    if all(u.lstrip("-").isdigit() for u in unique):
+        return sorted(unique, key=int)
+    return unique
+
+
+def _sample_table(
+    ds: DataStore, sample_key: str, labels: np.ndarray, order: list[str], mask: np.ndarray
+) -> pd.DataFrame:
+    """The samples, with every cell column that is constant within each sample."""
+    table: dict[str, Any] = {"sample": order}
+    position = {s: i for i, s in enumerate(order)}
+    idx = np.asarray([position[s] for s in labels[mask]])
+    for column in ds.cells.columns:
+        if column in {"ids", "I", sample_key}:
+            continue
+        attrs = ds.cells.attributes(column)
+        if attrs.get("role") == MEMBERSHIP_ROLE or GENERATED_ATTRIBUTE in attrs:
+            continue
+        values = ds.cells.fetch_all(column)[mask]
+        if values.dtype.kind in "OTUS":
+            values = values.astype(object)
+        frame = pd.DataFrame({"s": idx, "v": values})
+        firsts = frame.groupby("s", sort=True)["v"].agg(["first", "nunique"])
+        if (firsts["nunique"] <= 1).all() and len(firsts) == len(order):
+            table[column] = firsts["first"].to_numpy()
+    return pd.DataFrame(table)
+
+
+def compute_bulk(
+    ds: DataStore,
+    assay: str = "RNA",
+    *,
+    sample_key: str,
+    group_key: str,
+    cell_selection: SelectionLike = None,
+    target_sum: float = 1e4,
+) -> Cube:
+    """Pool the selected cells by (group, sample) into a cube with lazy layers.
+
+    Cells without a sample or group label (empty text, NaN or a negative
+    number) are left out. The sample table holds every cell column that is
+    constant within each sample; the group table the labels and their cell
+    totals; the feature table ``ids`` and ``names``. ``source`` records the
+    tool, dataset and counts fingerprints, assay, keys, the cell selection
+    and its fingerprint, and where the memberships are in the store.
+
+    Raises
+    ------
+    UnmeasuredCellsError
+        A selected cell was not measured by ``assay``; pass
+        ``cell_selection=ds.select_measured_cells(assay)``.
+    """
+    operation = "compare.compute_bulk"
+    selection = checked_selection(ds, assay, cell_selection, operation=operation)
+    source = ds.assays[assay]
+    samples, has_sample = _labels(ds, sample_key, selection.mask)
+    groups, has_group = _labels(ds, group_key, selection.mask)
+    pooled = has_sample & has_group
+    if not pooled.any():
+        msg = f"{ds.where}: {operation}: no selected cell has both a {sample_key!r} and a {group_key!r} label"
+        raise CyteArcError(msg)
+    sample_order, group_order = _order(samples[pooled]), _order(groups[pooled])
+    s_pos = {s: i for i, s in enumerate(sample_order)}
+    g_pos = {g: i for i, g in enumerate(group_order)}
+    n_s, n_g = len(sample_order), len(group_order)
+    codes = np.full(ds.cells.n_rows, -1, dtype=np.int64)
+    rows = np.flatnonzero(pooled)
+    codes[rows] = [
+        g_pos[g] * n_s + s_pos[s] for g, s in zip(groups[rows], samples[rows], strict=True)
+    ]
+    n_cells = np.bincount(codes[rows], minlength=n_g * n_s).reshape(n_g, n_s).T
+    integers, values = pooled_layers(source, codes, n_g * n_s, target_sum=float(target_sum))
+    shape = (n_g, n_s, source.shape[1])
+    layers = {name: integers[i].reshape(shape) for i, name in enumerate(INTEGER_LAYERS)}
+    layers |= {name: values[i].reshape(shape) for i, name in enumerate(VALUE_LAYERS)}
+    features = source.features
+    return Cube(
+        samples=_sample_table(ds, sample_key, samples, sample_order, pooled),
+        groups=pd.DataFrame({"group": group_order, "n_cells": n_cells.sum(axis=0)}),
+        features=pd.DataFrame(
+            {
+                "id": features.fetch_all("ids").astype(object),
+                "name": features.fetch_all("names").astype(object),
+            }
+        ),
+        layers=layers,
+        n_cells=n_cells,
+        normalization={
+            "method": "library_size",
+            "targetSum": float(target_sum),
+            "librarySize": "rowSums of the counts over all features",
+            "layers": {
+                "linear_sum": "sum of x / librarySize * targetSum",
+                "log_sum": "sum of log1p(x / librarySize * targetSum)",
+                "log_sum_sq": "sum of log1p(x / librarySize * targetSum)**2",
+            },
+        },
+        source={
+            "tool": "cytearc",
+            "version": package_version(),
+            "datasetFingerprint": ds.dataset_fingerprint,
+            "countsFingerprint": source.content_fingerprint,
+            "assay": assay,
+            "sampleKey": sample_key,
+            "groupKey": group_key,
+            "cellSelection": {
+                "ref": str(selection.ref),
+                "fingerprint": digest(pooled),
+                "nCells": int(pooled.sum()),
+            },
+            "memberships": {
+                "cellTable": "cellData",
+                "cellIds": "cellData/ids",
+                "sampleColumn": f"cellData/{sample_key}",
+                "groupColumn": f"cellData/{group_key}",
+                "selection": f"{selection.ref}/mask",
+                "rule": "cells of the selection with a sample and a group label",
+            },
+        },
+    )
