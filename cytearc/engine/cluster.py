@@ -13,13 +13,17 @@ import atexit
 import contextlib
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import dask
 from dask.base import compute as dask_compute
+from dask.delayed import Delayed, delayed
 from dask.diagnostics.progress import ProgressBar
+from dask.system import CPU_COUNT
 from distributed import Client, LocalCluster, progress, wait
+from threadpoolctl import threadpool_limits
 
 from cytearc.engine.budget import Budget, resolve_budget
 from cytearc.errors import EngineConfigError
@@ -76,16 +80,50 @@ class Engine:
         return self.client.as_current()
 
     def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
-        """Compute Dask collections on this engine; every task has ended when it returns."""
+        """Compute Dask collections on this engine, results in argument order.
+
+        Every task has ended when it returns, also after a failure, so a
+        caller that cleans up (an artifact producer deleting its group) never
+        races a task still writing. The threaded scheduler runs on a pool
+        owned here and shut down; on a cluster every future is awaited.
+
+        Tasks use one BLAS thread, as Dask's worker processes do, so a matrix
+        product sums in the same order, and gives the same bits, on the
+        threaded scheduler and on a cluster.
+        """
+        collections = _in_order(collections)
         if self.client is None:
-            with ProgressBar() if show_progress else contextlib.nullcontext():
-                return tuple(dask_compute(*collections, scheduler="threads"))
+            pool = ThreadPoolExecutor(self.budget.workers if self.budget else CPU_COUNT)
+            try:
+                with (
+                    ProgressBar() if show_progress else contextlib.nullcontext(),
+                    threadpool_limits(limits=1, user_api="blas"),
+                ):
+                    return tuple(dask_compute(*collections, scheduler="threads", pool=pool))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         with self.client.as_current():
             futures = self.client.compute(list(collections))
             if show_progress:
                 progress(futures)
             wait(futures)
             return tuple(self.client.gather(futures))
+
+
+def _identity(value: Any) -> Any:  # noqa: ANN401
+    return value
+
+
+def _in_order(collections: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Collections whose results Dask returns in argument order.
+
+    ``dask.compute`` (2026.8) groups results of mixed collection types by type
+    (arrays before delayed objects), so mixed arguments are all wrapped as
+    delayed values.
+    """
+    if len({type(c) for c in collections}) <= 1:
+        return collections
+    return tuple(c if isinstance(c, Delayed) else delayed(_identity)(c) for c in collections)
 
 
 def get_engine(

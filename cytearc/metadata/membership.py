@@ -53,9 +53,16 @@ class UnmeasuredCellsError(CyteArcError):
 
 
 def membership_column(cells: MetaData, assay: str) -> str | None:
-    """The membership column of ``assay``, or None when the assay measured every cell."""
+    """The membership column of ``assay``, or None when the assay measured every cell.
+
+    A column named ``<assay>_I`` without ``role="assay_membership"`` and
+    ``assay=<assay>`` is ordinary metadata, not a membership column.
+    """
     column = f"{assay}_I"
     if column not in cells.columns:
+        return None
+    attrs = cells.attributes(column)
+    if attrs.get("role") != MEMBERSHIP_ROLE or attrs.get("assay") != assay:
         return None
     return column
 

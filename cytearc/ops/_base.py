@@ -35,6 +35,7 @@ __all__ = [
     "resolve_selection",
     "row_ids_fingerprint",
     "select_measured_cells",
+    "selection_mask",
     "selection_of",
     "write_cell_column",
 ]
@@ -184,34 +185,37 @@ def resolve_selection(ds: DataStore, cell_selection: SelectionLike = None) -> Se
     return load_selection(ds, _snapshot(ds, np.asarray(cell_selection), key=None).ref)
 
 
+def selection_mask(ds: DataStore, cell_selection: SelectionLike = None) -> np.ndarray:
+    """The cells a selection names, read without publishing anything (for checks that come first)."""
+    if isinstance(cell_selection, ArtifactRef) or (
+        isinstance(cell_selection, str) and "/" in cell_selection
+    ):
+        return load_selection(ds, cell_selection).mask
+    if isinstance(cell_selection, str) or cell_selection is None:
+        return np.asarray(ds.cells.fetch_all(cell_selection or "I"), dtype=bool)
+    return np.asarray(cell_selection, dtype=bool)
+
+
 def checked_selection(
     ds: DataStore, assay: str, cell_selection: SelectionLike, *, operation: str
 ) -> Selection:
-    """The selection of an operation that reads ``assay``'s values, refused if it holds unmeasured cells."""
+    """The selection of an operation that reads ``assay``'s values, refused if it holds unmeasured cells.
+
+    The check comes before the selection is published, so a refusal writes nothing.
+    """
     if assay not in ds.assays:
         msg = f"{ds.where}: {operation}: no assay {assay!r}; the store has {sorted(ds.assays)}"
         raise CyteArcError(msg)
-    if isinstance(cell_selection, str | ArtifactRef) and (
-        isinstance(cell_selection, ArtifactRef) or "/" in cell_selection
-    ):
-        selection = load_selection(ds, cell_selection)
-        check_measured(
-            ds.cells, assay, selection.mask, operation=operation, remedy=MEMBERSHIP_REMEDY
-        )
-        return selection
-    key = cell_selection if isinstance(cell_selection, str) else None
-    mask = (
-        ds.cells.fetch_all(key or "I")
-        if cell_selection is None or key is not None
-        else np.asarray(cell_selection, dtype=bool)
-    )
+    key = None
+    if cell_selection is None or (isinstance(cell_selection, str) and "/" not in cell_selection):
+        key = cell_selection or "I"
     check_measured(
         ds.cells,
         assay,
-        np.asarray(mask, dtype=bool),
+        selection_mask(ds, cell_selection),
         operation=operation,
         remedy=MEMBERSHIP_REMEDY,
-        cell_key=key or ("I" if cell_selection is None else None),
+        cell_key=key,
     )
     return resolve_selection(ds, cell_selection)
 

@@ -19,21 +19,48 @@ import scipy.linalg
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
 from cytearc.ops._base import publish
+from cytearc.ops.normalize import tree_moments
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cytearc.artifacts import ArtifactWriter
     from cytearc.datastore import DataStore
 
-__all__ = ["feature_scaling", "pca", "scaled_block", "scaled_graph"]
+__all__ = ["feature_moments", "feature_scaling", "pca", "scaled_block", "scaled_graph"]
 
 
-def feature_scaling(normalized: Artifact, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation (population; 1 where zero) of ``features``."""
+def feature_moments(
+    normalized: Artifact, *, compute: Callable[..., tuple[Any, ...]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """``feature_sum`` and ``feature_m2`` of a normalized artifact.
+
+    An artifact without them (written before ``feature_m2`` existed) has
+    them streamed from ``data`` through ``compute``.
+    """
+    if {"feature_sum", "feature_m2"} <= set(normalized.group.array_keys()):
+        return normalized.read("feature_sum"), normalized.read("feature_m2")
+    (moments,) = compute(tree_moments(normalized.lazy("data")))
+    return moments.total, moments.m2
+
+
+def feature_scaling(
+    normalized: Artifact,
+    features: np.ndarray,
+    *,
+    compute: Callable[..., tuple[Any, ...]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (population; 1 for a constant feature) of ``features``."""
     n = int(normalized.array("data").shape[0])
-    mean = normalized.read("feature_sum")[features] / n
-    sd = np.sqrt(normalized.read("feature_m2")[features] / n)
+    total, m2 = feature_moments(normalized, compute=compute or _no_compute)
+    sd = np.sqrt(m2[features] / n)
     sd[sd == 0] = 1.0
-    return mean, sd
+    return total[features] / n, sd
+
+
+def _no_compute(*_: Any) -> tuple[Any, ...]:
+    msg = "this normalized artifact has no feature_m2; pass compute= to stream it from data"
+    raise CyteArcError(msg)
 
 
 def scaled_block(
@@ -107,9 +134,12 @@ def pca(
         raise CyteArcError(msg)
 
     def build(writer: ArtifactWriter) -> None:
-        mean, sd = feature_scaling(norm, features)
+        total_sum, m2 = feature_moments(norm, compute=writer.run)
+        mean, sd = total_sum[features] / n_cells, np.sqrt(m2[features] / n_cells)
+        varying = sd > 0
+        sd[~varying] = 1.0
         z = scaled_graph(norm, features, mean=mean, sd=sd, max_value=max_value)
-        total = float(n_cells * np.count_nonzero(norm.read("feature_m2")[features]))
+        total = float(n_cells * np.count_nonzero(varying))
         if mode == "exact":
             (gram,) = writer.run(z.T @ z)
             m = gram.shape[0]

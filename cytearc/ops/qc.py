@@ -30,6 +30,7 @@ from cytearc.ops._base import (
     digest,
     publish,
     resolve_selection,
+    selection_mask,
     write_cell_column,
 )
 
@@ -155,11 +156,13 @@ def filter_cells(
 ) -> Artifact:
     """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open)."""
     operation = "qc.filter"
+    mask = selection_mask(ds, cell_selection)
+    metric_values = {c: _check_metric(ds, c, mask, operation) for c in sorted(bounds)}
     prior = resolve_selection(ds, cell_selection)
     keep = prior.mask.copy()
     inputs: dict[str, Any] = {"cells": prior.ref}
     for column, (low, high) in sorted(bounds.items()):
-        values = _check_metric(ds, column, prior.mask, operation)
+        values = metric_values[column]
         inputs[column] = digest(values)
         if low is not None:
             keep &= values >= low
@@ -201,11 +204,13 @@ def auto_filter(
 ) -> Artifact:
     """Keep the selected cells within ``nmads`` MADs of the median of each metric (per sample)."""
     operation = "qc.auto_filter"
-    prior = resolve_selection(ds, cell_selection)
     if metrics is None:
         metrics = [f"{assay}_nCounts", f"{assay}_nFeatures"]
         if f"{assay}_percentMito" in ds.cells.columns:
             metrics.append(f"{assay}_percentMito")
+    mask = selection_mask(ds, cell_selection)
+    metric_values = {c: _check_metric(ds, c, mask, operation) for c in metrics}
+    prior = resolve_selection(ds, cell_selection)
     samples = (
         np.zeros(ds.cells.n_rows, dtype=np.int64)
         if sample_key is None
@@ -217,7 +222,7 @@ def auto_filter(
         inputs["samples"] = digest(samples)
     bounds: dict[str, Any] = {}
     for column in metrics:
-        values = _check_metric(ds, column, prior.mask, operation)
+        values = metric_values[column]
         inputs[column] = digest(values)
         percent = column in percent_columns(ds, assay)
         bounds[column] = {}

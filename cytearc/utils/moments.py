@@ -5,7 +5,10 @@ means ``mean_b`` and squared deviations ``m2_b`` merges into running totals
 ``(n, mean, m2)`` as ``m2 += m2_b + delta**2 * n * n_b / (n + n_b)`` with
 ``delta = mean_b - mean``. The variance is never a mean of squares minus a
 squared mean, so it is never negative, and a column whose values are all equal
-has ``m2`` exactly zero.
+has ``m2`` exactly zero: the running minimum and maximum of each column are
+kept, and a column whose minimum equals its maximum gets ``m2 = 0`` (the
+rounding of a mean such as ``0.1 + 0.1 + 0.1`` would otherwise leave a
+deviation of the order of 1e-34).
 """
 
 from __future__ import annotations
@@ -32,22 +35,27 @@ class ColumnMoments:
     n: int
     total: np.ndarray
     m2: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
 
     @classmethod
     def of(cls, block: np.ndarray) -> ColumnMoments:
         """The moments of one band of rows (computed in float64)."""
         values = np.asarray(block, dtype=np.float64)
         n = values.shape[0]
-        total = values.sum(axis=0)
         if n == 0:
-            return cls(0, total, np.zeros_like(total))
-        mean = total / n
-        return cls(n, total, ((values - mean) ** 2).sum(axis=0))
+            return cls.empty(values.shape[1])
+        total = values.sum(axis=0)
+        low, high = values.min(axis=0), values.max(axis=0)
+        m2 = ((values - total / n) ** 2).sum(axis=0)
+        m2[low == high] = 0.0
+        return cls(n, total, m2, low, high)
 
     @classmethod
     def empty(cls, n_columns: int) -> ColumnMoments:
         """No rows yet."""
-        return cls(0, np.zeros(n_columns), np.zeros(n_columns))
+        zeros = np.zeros(n_columns)
+        return cls(0, zeros, zeros.copy(), np.full(n_columns, np.inf), np.full(n_columns, -np.inf))
 
     def merge(self, other: ColumnMoments) -> ColumnMoments:
         """The moments of the rows of both (Chan's parallel update)."""
@@ -58,7 +66,9 @@ class ColumnMoments:
         n = self.n + other.n
         delta = other.total / other.n - self.total / self.n
         m2 = self.m2 + other.m2 + delta**2 * (self.n * other.n / n)
-        return ColumnMoments(n, self.total + other.total, m2)
+        low, high = np.minimum(self.low, other.low), np.maximum(self.high, other.high)
+        m2[low == high] = 0.0
+        return ColumnMoments(n, self.total + other.total, m2, low, high)
 
     @property
     def mean(self) -> np.ndarray:

@@ -1,0 +1,193 @@
+"""How operations run: lazy graphs, one computation, equal bits on any scheduler, read-only reuse."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import dask.array as da
+import numpy as np
+import pytest
+from dask.callbacks import Callback
+
+from cytearc import DataStore
+from cytearc.engine.cluster import get_engine, shutdown
+from cytearc.errors import EngineConfigError
+from cytearc.metadata.table import ReadOnlyStoreError
+from cytearc.ops._base import load_selection
+from cytearc.ops.normalize import _normalize_band, data_chunk_rows, tree_moments
+from cytearc.ops.pca import feature_scaling, scaled_block
+from cytearc.storage.finite_values import checked_blocks
+from cytepool.testing import raise_if_dask_computes, tree_snapshot
+
+if TYPE_CHECKING:
+    from cytearc.engine.cluster import Engine
+
+
+class _Computations(Callback):
+    """Counts the graphs Dask's local schedulers run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.graphs = 0
+
+    def _start(self, dsk: Any) -> None:
+        self.graphs += 1
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    """The bytes of an array, so NaN, -0.0 and last-bit differences all count."""
+    return np.ascontiguousarray(values).view(np.uint8)
+
+
+# --- laziness ------------------------------------------------------------------------------
+
+
+def test_compute_guard_catches_a_compute() -> None:
+    """The guard used below does fail on a computation."""
+    with raise_if_dask_computes(), pytest.raises(RuntimeError, match="Too many computes"):
+        da.ones(4, chunks=2).sum().compute()
+
+
+def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_threads) -> None:
+    """The graphs of normalize (data, checks, moments) and of the PCA Gram matrix compute nothing.
+
+    ``normalize`` builds its graph inside its artifact's build step, so the
+    graph is rebuilt here from the same pieces; computed afterwards it gives
+    the stored artifact bit for bit.
+    """
+    with raise_if_dask_computes():
+        ds = open_threads(planted.path)
+        source = ds.assays["RNA"]
+        rows = load_selection(ds, chain.norm.inputs()["cells"]).rows
+        counts = source.counts.rechunk({1: -1})[rows]
+        library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+        data = da.map_blocks(
+            _normalize_band,
+            counts,
+            library[:, None],
+            method="library_size",
+            target_sum=1e4,
+            log1p=True,
+            idf=None,
+            dtype=np.float32,
+        )
+        n_features = source.shape[1]
+        checked = checked_blocks(
+            data.rechunk((data_chunk_rows(len(rows), n_features), n_features)),
+            operation="features.normalize",
+            array="data",
+        )
+        moments = tree_moments(data)
+        features = chain.hvgs.read("features")
+        mean, sd = feature_scaling(chain.norm, features)
+        z = (
+            chain.norm.lazy("data")[:, features]
+            .map_blocks(scaled_block, mean=mean, sd=sd, max_value=None, dtype=np.float64)
+            .rechunk({1: -1})
+        )
+        gram = z.T @ z
+    # arrays before the Delayed: dask 2026.8 returns results grouped by collection type
+    values, gram_values, merged = da.compute(checked, gram, moments, scheduler="threads")
+    np.testing.assert_array_equal(_bits(values), _bits(chain.norm.read("data")))
+    np.testing.assert_array_equal(_bits(merged.total), _bits(chain.norm.read("feature_sum")))
+    np.testing.assert_array_equal(_bits(merged.m2), _bits(chain.norm.read("feature_m2")))
+    eigenvalues = np.sort(np.linalg.eigvalsh(gram_values))[::-1][:10]
+    n = len(rows)
+    np.testing.assert_allclose(
+        eigenvalues / (n - 1), chain.pca.read("explained_variance"), rtol=1e-10
+    )
+
+
+@pytest.mark.parametrize(("method", "graphs"), [("library_size", 1), ("tfidf", 2)])
+def test_normalize_runs_one_graph_per_pass(planted, chain, method: str, graphs: int) -> None:
+    """Normalize writes data and merges moments in one computation (TF-IDF first counts the idf)."""
+    counter = _Computations()
+    with counter:
+        chain.ds.features.normalize(
+            "RNA", cell_selection=planted.mask, method=method, invalidate_cache=True
+        )
+    assert counter.graphs == graphs
+
+
+# --- schedulers ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def on_cluster(planted, chain, engine: Engine) -> tuple[Any, Any, Any]:
+    """normalize, hvgs and PCA of the chain again, on the 2-worker local cluster."""
+    ds = DataStore(planted.path, zarr_mode="r+", show_progress=False)
+    assert ds.engine.client is not None
+    norm = ds.features.normalize("RNA", cell_selection=planted.mask, invalidate_cache=True)
+    hv = ds.features.hvgs(norm, n_top=100)
+    return norm, hv, ds.reduce.pca(norm, hv, n_comps=10)
+
+
+@pytest.fixture(scope="module")
+def engine(_engine_session: None) -> Engine:
+    """The session's 2-worker local cluster (tests/cytearc/conftest.py), for a module fixture."""
+    try:
+        return get_engine(mem_budget="2GiB", workers=2)
+    except EngineConfigError:
+        shutdown()
+        return get_engine(mem_budget="2GiB", workers=2)
+
+
+def test_threads_and_local_cluster_normalize_to_equal_bits(chain, on_cluster) -> None:
+    """Normalized data and feature moments are bit-identical on 2 worker processes."""
+    norm, hv, _ = on_cluster
+    assert norm.ref != chain.norm.ref
+    assert norm.provenance == chain.norm.provenance
+    assert norm.attrs["execution_options"]["scheduler"] == "distributed"
+    assert chain.norm.attrs["execution_options"]["scheduler"] == "threads"
+    for name in ("data", "feature_sum", "feature_m2"):
+        np.testing.assert_array_equal(_bits(norm.read(name)), _bits(chain.norm.read(name)))
+    for name in ("mean", "variance", "dispersion", "dispersion_norm", "features"):
+        np.testing.assert_array_equal(_bits(hv.read(name)), _bits(chain.hvgs.read(name)))
+
+
+def test_threads_and_local_cluster_pca_agree(chain, on_cluster) -> None:
+    """PCA on the cluster equals the threaded PCA to float rounding."""
+    _, _, pca = on_cluster
+    np.testing.assert_allclose(pca.read("loadings"), chain.pca.read("loadings"), atol=1e-12)
+    np.testing.assert_allclose(
+        pca.read("explained_variance"), chain.pca.read("explained_variance"), rtol=1e-12
+    )
+    np.testing.assert_allclose(pca.read("coords"), chain.pca.read("coords"), rtol=1e-6, atol=1e-5)
+
+
+def test_threads_and_local_cluster_pca_to_equal_bits(chain, on_cluster) -> None:
+    """PCA loadings, explained variance and coords are bit-identical on 2 worker processes."""
+    _, _, pca = on_cluster
+    for name in ("loadings", "explained_variance", "coords"):
+        np.testing.assert_array_equal(_bits(pca.read(name)), _bits(chain.pca.read(name)))
+
+
+# --- read-only stores ----------------------------------------------------------------------
+
+
+def test_read_only_store_reuses_and_changes_no_byte(planted, chain, open_threads) -> None:
+    """A read-only store reuses published results; one without a result raises; no byte changes."""
+    before = tree_snapshot(planted.path)
+    ds = open_threads(planted.path)
+    assert not ds.writable
+    norm = ds.features.normalize("RNA", cell_selection=planted.mask)
+    assert norm.ref == chain.norm.ref
+    assert ds.features.hvgs(norm, n_top=100).ref == chain.hvgs.ref
+    assert ds.reduce.pca(norm, chain.hvgs, n_comps=10).ref == chain.pca.ref
+    assert str(ds.lineage(chain.pca.ref)).startswith("reduce.pca")
+    assert chain.pca.ref in {a.ref for a in ds.list_artifacts("pca")}
+    np.testing.assert_array_equal(
+        ds.load_artifact(chain.pca.ref).read("coords"), chain.pca.read("coords")
+    )
+    attempts = [
+        lambda: ds.features.normalize("RNA", cell_selection=planted.mask, target_sum=5000.0),
+        lambda: ds.features.normalize("RNA", cell_selection=planted.mask, invalidate_cache=True),
+        lambda: ds.features.hvgs(norm, n_top=37),
+        lambda: ds.reduce.pca(norm, chain.hvgs, n_comps=4),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ReadOnlyStoreError, match="read-only") as info:
+            attempt()
+        assert isinstance(info.value, PermissionError)
+        assert "zarr_mode='r+'" in str(info.value)
+    assert tree_snapshot(planted.path) == before
