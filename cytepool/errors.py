@@ -20,9 +20,14 @@ __all__ = [
     "CubeShapeError",
     "CubeTableError",
     "CubeValueError",
+    "DesignError",
     "FingerprintMismatchError",
+    "GroupSkippedError",
+    "LimmaError",
     "NegativeValueError",
     "NonFiniteValueError",
+    "ResultFormatError",
+    "ResultMismatchError",
 ]
 
 
@@ -80,3 +85,23 @@ class CubeExistsError(CubeError, FileExistsError):
 
 class CubeNotFoundError(CubeError, FileNotFoundError):
     """There is no cube at the given path."""
+
+
+class LimmaError(ValueError):
+    """Base class of the errors of differential expression (:mod:`cytepool.de`)."""
+
+
+class DesignError(LimmaError):
+    """A design, coefficient or contrast cannot be fitted to the samples given."""
+
+
+class GroupSkippedError(LimmaError):
+    """A cube group has too few usable samples to fit its design; the message says why."""
+
+
+class ResultMismatchError(LimmaError):
+    """A differential expression result was not computed from the cube it is checked against."""
+
+
+class ResultFormatError(LimmaError):
+    """A saved differential expression result cannot be read: missing, edited or of another version."""
