@@ -256,8 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)
-    except (ValueError, OSError) as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except (ValueError, OSError, KeyError) as exc:
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {type(exc).__name__}: {text}", file=sys.stderr)
         return 1
     return code
 

@@ -20,10 +20,17 @@ import pandas as pd
 import scipy.sparse as sp
 from dask.delayed import delayed
 
+from cytearc.artifacts import ArtifactRef
 from cytearc.errors import CyteArcError
-from cytearc.metadata.membership import MEMBERSHIP_ROLE
+from cytearc.metadata.membership import MEMBERSHIP_ROLE, check_measured
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
-from cytearc.ops._base import SelectionLike, checked_selection, digest
+from cytearc.ops._base import (
+    MEMBERSHIP_REMEDY,
+    SelectionLike,
+    checked_selection,
+    digest,
+    selection_mask,
+)
 from cytepool import Cube
 from cytepool.cube.cube import package_version
 
@@ -146,6 +153,25 @@ def _sample_table(
     return pd.DataFrame(table)
 
 
+def _unpublished_selection(
+    ds: DataStore, assay: str, cell_selection: SelectionLike, *, operation: str
+) -> tuple[np.ndarray, str]:
+    """The mask of a key column or mask on a read-only store, which cannot snapshot it."""
+    mask = selection_mask(ds, cell_selection)
+    key = cell_selection if isinstance(cell_selection, str) else None
+    check_measured(
+        ds.cells,
+        assay,
+        mask,
+        operation=operation,
+        remedy=MEMBERSHIP_REMEDY,
+        cell_key=key or ("I" if cell_selection is None else None),
+    )
+    if cell_selection is None or key is not None:
+        return mask, f"cellData/{key or 'I'}"
+    return mask, f"mask {digest(mask)}"
+
+
 def compute_bulk(
     ds: DataStore,
     assay: str = "RNA",
@@ -162,7 +188,9 @@ def compute_bulk(
     constant within each sample; the group table the labels and their cell
     totals; the feature table ``ids`` and ``names``. ``source`` records the
     tool, dataset and counts fingerprints, assay, keys, the cell selection
-    and its fingerprint, and where the memberships are in the store.
+    (a ``cell_selection`` artifact on a writable store, else the key column
+    read) and the fingerprint of the pooled cells, and where the memberships
+    are in the store. A read-only store is only read.
 
     Raises
     ------
@@ -171,10 +199,18 @@ def compute_bulk(
         ``cell_selection=ds.select_measured_cells(assay)``.
     """
     operation = "compare.compute_bulk"
-    selection = checked_selection(ds, assay, cell_selection, operation=operation)
+    if (
+        ds.writable
+        or isinstance(cell_selection, ArtifactRef)
+        or (isinstance(cell_selection, str) and "/" in cell_selection)
+    ):
+        selection = checked_selection(ds, assay, cell_selection, operation=operation)
+        mask, ref = selection.mask, str(selection.ref)
+    else:
+        mask, ref = _unpublished_selection(ds, assay, cell_selection, operation=operation)
     source = ds.assays[assay]
-    samples, has_sample = _labels(ds, sample_key, selection.mask)
-    groups, has_group = _labels(ds, group_key, selection.mask)
+    samples, has_sample = _labels(ds, sample_key, mask)
+    groups, has_group = _labels(ds, group_key, mask)
     pooled = has_sample & has_group
     if not pooled.any():
         msg = f"{ds.where}: {operation}: no selected cell has both a {sample_key!r} and a {group_key!r} label"
@@ -224,7 +260,7 @@ def compute_bulk(
             "sampleKey": sample_key,
             "groupKey": group_key,
             "cellSelection": {
-                "ref": str(selection.ref),
+                "ref": ref,
                 "fingerprint": digest(pooled),
                 "nCells": int(pooled.sum()),
             },
@@ -233,7 +269,7 @@ def compute_bulk(
                 "cellIds": "cellData/ids",
                 "sampleColumn": f"cellData/{sample_key}",
                 "groupColumn": f"cellData/{group_key}",
-                "selection": f"{selection.ref}/mask",
+                "selection": f"{ref}/mask" if ref.count("/") >= 2 else ref,
                 "rule": "cells of the selection with a sample and a group label",
             },
         },

@@ -1,0 +1,172 @@
+"""compare.compute_bulk: pooled cubes against a numpy group-by-sum, on every scheduler."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import pytest
+import zarr
+
+from cytearc import DataStore
+from cytearc.cli import main
+from cytearc.datasets import SyntheticDataset, generate, write_store
+from cytearc.metadata.membership import UnmeasuredCellsError
+from cytepool import read_cube
+from cytepool.testing import raise_if_dask_computes, tree_snapshot
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cytearc.engine.cluster import Engine
+
+SIZE = {"n_cells": 1500, "n_genes": 800, "seed": 3}
+
+
+@pytest.fixture(scope="module")
+def dataset() -> SyntheticDataset:
+    return generate(**SIZE)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_store(tmp_path_factory.mktemp("bulk") / "ds.zarr", cluster="threads", **SIZE)
+
+
+def _threads(path: Path, *, mode: str = "r") -> DataStore:
+    return DataStore(path, zarr_mode=mode, cluster="threads", show_progress=False)
+
+
+def _reference(
+    dataset: SyntheticDataset, groups: list[str], samples: list[str], keep: np.ndarray
+) -> dict[str, np.ndarray]:
+    x = dataset.counts.toarray().astype(np.float64)
+    library = x.sum(axis=1)
+    v = x / library[:, None] * 1e4
+    logs = np.log1p(v)
+    g_of = dataset.cells["cell_type"].astype(str).to_numpy()
+    s_of = dataset.cells["sample"].astype(str).to_numpy()
+    shape = (len(groups), len(samples), x.shape[1])
+    out = {
+        k: np.zeros(shape) for k in ("counts", "detected", "linear_sum", "log_sum", "log_sum_sq")
+    }
+    n_cells = np.zeros((len(samples), len(groups)), dtype=np.int64)
+    for gi, g in enumerate(groups):
+        for si, s in enumerate(samples):
+            rows = keep & (g_of == g) & (s_of == s)
+            out["counts"][gi, si] = x[rows].sum(axis=0)
+            out["detected"][gi, si] = (x[rows] > 0).sum(axis=0)
+            out["linear_sum"][gi, si] = v[rows].sum(axis=0)
+            out["log_sum"][gi, si] = logs[rows].sum(axis=0)
+            out["log_sum_sq"][gi, si] = (logs[rows] ** 2).sum(axis=0)
+            n_cells[si, gi] = rows.sum()
+    out["n_cells"] = n_cells
+    return out
+
+
+def test_pooling_equals_numpy_group_by_sum(store: Path, dataset: SyntheticDataset) -> None:
+    """Every layer and the cell numbers equal a numpy group-by-sum; tables are what users expect."""
+    ds = _threads(store)
+    with raise_if_dask_computes():
+        cube = ds.compare.compute_bulk(sample_key="sample", group_key="cell_type")
+    groups = [str(g) for g in cube.groups["group"]]
+    samples = [str(s) for s in cube.samples["sample"]]
+    assert groups == sorted(dataset.cells["cell_type"].astype(str).unique())
+    assert list(cube.samples.columns) == ["sample", "donor", "condition"]
+    truth = dataset.cells.drop_duplicates("sample").set_index("sample")
+    for _, row in cube.samples.iterrows():
+        assert row["donor"] == truth.loc[row["sample"], "donor"]
+        assert row["condition"] == truth.loc[row["sample"], "condition"]
+    reference = _reference(dataset, groups, samples, np.ones(SIZE["n_cells"], dtype=bool))
+    np.testing.assert_array_equal(cube.n_cells, reference["n_cells"])
+    np.testing.assert_array_equal(cube.groups["n_cells"], reference["n_cells"].sum(axis=0))
+    for name in ("counts", "detected"):
+        layer = np.asarray(cube.layers[name].compute(scheduler="threads"))
+        assert layer.dtype == np.int64
+        np.testing.assert_array_equal(layer, reference[name])
+    for name in ("linear_sum", "log_sum", "log_sum_sq"):
+        np.testing.assert_allclose(
+            cube.layers[name].compute(scheduler="threads"), reference[name], rtol=1e-9, atol=1e-9
+        )
+    assert list(cube.features["id"]) == list(dataset.features["ids"])
+    text = json.dumps(cube.provenance)
+    for expected in (ds.dataset_fingerprint, ds.RNA.content_fingerprint, "cell_type", "sample"):
+        assert expected in text
+
+
+def test_cell_selection_and_missing_labels(store: Path, dataset: SyntheticDataset) -> None:
+    """A selection narrows the pooled cells; the cube records its fingerprint."""
+    ds = _threads(store, mode="r+")
+    keep = np.arange(SIZE["n_cells"]) % 4 != 0
+    cube = ds.compare.compute_bulk(sample_key="sample", group_key="cell_type", cell_selection=keep)
+    groups = [str(g) for g in cube.groups["group"]]
+    samples = [str(s) for s in cube.samples["sample"]]
+    reference = _reference(dataset, groups, samples, keep)
+    np.testing.assert_array_equal(cube.n_cells, reference["n_cells"])
+    np.testing.assert_array_equal(cube.layers["counts"].compute(), reference["counts"])
+    assert cube.n_cells.sum() == keep.sum()
+
+
+def test_same_fingerprint_on_threads_and_a_local_cluster(
+    store: Path, tmp_path: Path, engine: Engine
+) -> None:
+    """Written on the threaded scheduler and on a 2-worker LocalCluster, the cubes are identical."""
+    threads = _threads(store).compare.write_bulk(
+        tmp_path / "t.cube.zarr", sample_key="sample", group_key="cell_type"
+    )
+    on_cluster = DataStore(store, show_progress=False).compare.write_bulk(
+        tmp_path / "c.cube.zarr", sample_key="sample", group_key="cell_type"
+    )
+    assert read_cube(threads).fingerprint == read_cube(on_cluster).fingerprint
+    read_cube(on_cluster).verify_fingerprint()
+
+
+def test_unmeasured_cells_are_refused(tmp_path: Path) -> None:
+    """Pooling cells the assay did not measure raises before anything is written."""
+    path = write_store(tmp_path / "ds.zarr", cluster="threads", n_cells=300, n_genes=600)
+    cells = zarr.open_group(path / "cellData", mode="r+")
+    measured = np.arange(300) % 5 != 0
+    cells.create_array(
+        "RNA_I",
+        data=measured,
+        chunks=(300,),
+        dimension_names=("cell",),
+        attributes={"role": "assay_membership", "assay": "RNA"},
+    )
+    cells.attrs["cytearc:columns"] = [*cells.attrs["cytearc:columns"], "RNA_I"]  # type: ignore[misc]
+    ds = _threads(path, mode="r+")
+    before = tree_snapshot(path)
+    with pytest.raises(UnmeasuredCellsError) as info:
+        ds.compare.compute_bulk(sample_key="sample", group_key="cell_type")
+    assert (info.value.unmeasured, info.value.operation) == (60, "compare.compute_bulk")
+    assert "select_measured_cells" in str(info.value)
+    assert tree_snapshot(path) == before
+    cube = ds.compare.compute_bulk(
+        sample_key="sample", group_key="cell_type", cell_selection=ds.select_measured_cells("RNA")
+    )
+    assert cube.n_cells.sum() == 240
+
+
+def test_cli_pool(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`cytearc pool` writes a verified cube and describes it as JSON; bad keys exit 1."""
+    out = tmp_path / "pool.cube.zarr"
+    args = [
+        "pool",
+        str(store),
+        "--sample",
+        "sample",
+        "--group",
+        "cell_type",
+        "--cluster",
+        "threads",
+    ]
+    assert main([*args, "-o", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    cube = read_cube(out)
+    assert doc["fingerprint"] == cube.fingerprint
+    assert doc["sampleColumns"] == ["sample", "donor", "condition"]
+    assert isinstance(cube.samples, pd.DataFrame)
+    assert main([*args[:3], "nothing", *args[4:], "-o", str(tmp_path / "x.cube.zarr")]) == 1
+    assert "nothing" in capsys.readouterr().err
