@@ -45,8 +45,8 @@ counts do not depend on how they are buffered.
 ``data.h5ad``
     AnnData's on-disk layout written with h5py: ``X`` a CSR group (int32
     ``data`` and ``indices``, int64 ``indptr``, uncompressed); ``obs``
-    indexed by the barcodes with categorical ``cell_type``, ``donor`` and
-    ``condition``; ``var`` indexed by the gene ids with ``gene_symbols``
+    indexed by the barcodes with categorical ``cell_type``, ``donor``,
+    ``condition`` and ``sample``; ``var`` indexed by the gene ids with ``gene_symbols``
     and ``feature_types``.
 ``truth.json``
     The truth record (see :attr:`SyntheticDataset.truth`).
@@ -786,10 +786,14 @@ class _H5adWriter:
         self.indptr = x.create_dataset("indptr", shape=(p.n_cells + 1,), dtype=np.int64)
         self.indptr[0] = 0
         self.n_values = 0
-        obs = _dataframe(f, "obs", barcodes, ("cell_type", "donor", "condition"))
+        obs = _dataframe(f, "obs", barcodes, ("cell_type", "donor", "condition", "sample"))
         _categorical(obs, "cell_type", model.cell_type, model.type_names)
         _categorical(obs, "donor", model.donor, model.donor_names)
         _categorical(obs, "condition", model.condition, list(CONDITIONS))
+        sample = model.donor.astype(np.int64) * len(CONDITIONS) + model.condition
+        _categorical(
+            obs, "sample", sample, [f"{d}_{c}" for d in model.donor_names for c in CONDITIONS]
+        )
         var = _dataframe(f, "var", model.gene_ids, ("gene_symbols", "feature_types"))
         _string_array(var, "gene_symbols", model.gene_names)
         _categorical(var, "feature_types", np.zeros(p.n_genes, dtype=np.int8), [FEATURE_TYPE])
