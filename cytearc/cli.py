@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``run`` and ``pool``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``run``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors.
@@ -26,6 +26,7 @@ def _import(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {
         "mem_budget": args.mem_budget,
         "workers": args.workers,
+        "cluster": args.cluster,
         "overwrite": args.overwrite,
         "compression": None if args.compression == "none" else args.compression,
     }
@@ -184,21 +185,38 @@ def _pool(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
+def _demo(args: argparse.Namespace) -> int:
+    from cytearc.demo import describe, run_demo  # noqa: PLC0415
+
+    summary = run_demo(
+        args.output,
+        n_cells=args.cells,
+        n_genes=args.genes,
+        seed=args.seed,
+        mem_budget=args.mem_budget,
+        workers=args.workers,
+        cluster=args.cluster,
+        show_progress=not args.json,
     )
-    parser.add_argument("--version", action="version", version=f"cytearc {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("import", help="import 10x (h5 or mtx folder), H5AD or CSV into a new store")
-    p.add_argument("source")
-    p.add_argument("destination")
+    print(json.dumps(summary, indent=2) if args.json else describe(summary))
+    return 0
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mem-budget",
         default=None,
         help="worker memory in all, e.g. 4G (default: half the memory)",
     )
     p.add_argument("--workers", type=int, default=None, help="worker processes")
+    p.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
+    p = sub.add_parser("import", help="import 10x (h5 or mtx folder), H5AD or CSV into a new store")
+    p.add_argument("source")
+    p.add_argument("destination")
     p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
     p.add_argument("--overwrite", action="store_true", help="replace an unprepared CyteArc store")
     p.add_argument("--genome", default=None, help="genome of a Cell Ranger v2 .h5 file")
@@ -207,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--assay-split-key", default=None, help="feature column naming each feature's assay"
     )
-    p.add_argument("--json", action="store_true")
+    _engine_arguments(p)
     p.set_defaults(run=_import)
     p = sub.add_parser(
         "info", help="assays, types, shapes, dtypes, layout and fingerprints of a store"
@@ -215,6 +233,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_info)
+
+
+def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
     p = sub.add_parser("run", help="run an analysis recipe (QC to markers) and record the run")
     p.add_argument("store")
     p.add_argument("--recipe", default="rna_standard")
@@ -229,10 +250,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="a stage option, e.g. --set n_top=3000 --set resolution=0.8 (JSON values)",
     )
-    p.add_argument("--mem-budget", default=None)
-    p.add_argument("--workers", type=int, default=None)
-    p.add_argument("--cluster", default=None, help="scheduler address, or 'threads'")
-    p.add_argument("--json", action="store_true")
+    _engine_arguments(p)
     p.set_defaults(run=_run)
     p = sub.add_parser("pool", help="pool cells by sample and group into a CytePool cube")
     p.add_argument("store")
@@ -243,11 +261,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cell-selection", default=None, help="a cell_selection ref or boolean column")
     p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
     p.add_argument("--overwrite", action="store_true")
-    p.add_argument("--mem-budget", default=None)
-    p.add_argument("--workers", type=int, default=None)
-    p.add_argument("--cluster", default=None, help="scheduler address, or 'threads'")
-    p.add_argument("--json", action="store_true")
+    _engine_arguments(p)
     p.set_defaults(run=_pool)
+    p = sub.add_parser(
+        "demo",
+        help="the main job on the embedded dataset: import, analyse, pool, limma-voom, figures",
+    )
+    p.add_argument(
+        "-o", "--output", required=True, help="folder for the store, cube, tables, figures"
+    )
+    p.add_argument("--cells", type=int, default=6000)
+    p.add_argument("--genes", type=int, default=3000)
+    p.add_argument("--seed", type=int, default=0)
+    _engine_arguments(p)
+    p.set_defaults(run=_demo)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
+    )
+    parser.add_argument("--version", action="version", version=f"cytearc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _store_commands(sub)
+    _analysis_commands(sub)
     return parser
 
 

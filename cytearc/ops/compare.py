@@ -46,30 +46,25 @@ VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
 def _pool_block(
     block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    keep = codes >= 0
-    x = np.asarray(block)[keep]
+    """Sums of one shard's cells per pair code, on the sparse non-zero values (a few % of a shard)."""
+    keep = np.flatnonzero(codes >= 0)
+    x = sp.csr_matrix(np.asarray(block)[keep], dtype=np.float64)
     indicator = sp.csr_matrix(
-        (np.ones(int(keep.sum())), (codes[keep], np.arange(int(keep.sum())))),
-        shape=(n_codes, int(keep.sum())),
-    )
-    integers = np.stack(
-        [
-            np.asarray(indicator @ x.astype(np.float64)),
-            np.asarray(indicator @ (x > 0).astype(np.float64)),
-        ]
+        (np.ones(len(keep)), (codes[keep], np.arange(len(keep)))), shape=(n_codes, len(keep))
     )
     lib = library[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(lib > 0, target_sum / lib, 0.0)
-    v = x.astype(np.float64) * scale[:, None]
-    logs = np.log1p(v)
-    values = np.stack(
-        [
-            np.asarray(indicator @ v),
-            np.asarray(indicator @ logs),
-            np.asarray(indicator @ (logs * logs)),
-        ]
-    )
+    v = sp.csr_matrix(sp.diags(scale) @ x)
+    logs = v.log1p()
+    detected = x.copy()
+    detected.data[:] = 1.0
+
+    def pooled(m: sp.csr_matrix) -> np.ndarray:
+        return np.asarray((indicator @ m).toarray())
+
+    integers = np.stack([pooled(x), pooled(detected)])
+    values = np.stack([pooled(v), pooled(logs), pooled(logs.multiply(logs).tocsr())])
     return np.rint(integers).astype(np.int64)[None], values[None]
 
 

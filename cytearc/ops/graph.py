@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXACT_BELOW", "connectivities", "leiden", "neighbors", "umap"]
 
-EXACT_BELOW: Final = 4096
+EXACT_BELOW: Final = 10_000
 """Cells below which the kNN search is exact (brute force) instead of approximate."""
 
 ArtifactLike = ArtifactRef | str | Artifact
