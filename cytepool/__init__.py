@@ -19,6 +19,7 @@ from cytepool.cube import (
     write_cube,
 )
 from cytepool.cube.cube import package_version
+from cytepool.de import limma_voom, run_limma_voom
 
 __version__ = package_version()
 
@@ -32,7 +33,9 @@ __all__ = [
     "describe_provenance",
     "errors",
     "is_cube",
+    "limma_voom",
     "read_cube",
+    "run_limma_voom",
     "verify_chain",
     "write_cube",
 ]

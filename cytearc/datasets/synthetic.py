@@ -70,7 +70,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import scipy.sparse as sp
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from cytearc.errors import CyteArcError
 from cytearc.io.converters import SparseToZarr

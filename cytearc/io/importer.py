@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 from zarr.codecs import GzipCodec, ZstdCodec
 
 from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
 from cytearc.metadata.membership import check_measured

@@ -1,0 +1,266 @@
+"""Design matrices as R's ``model.matrix`` makes them, and the coefficient or contrast to test.
+
+A formula is expanded by formulaic with R's conventions: treatment coding
+against the first level, text columns turned into factors whose levels are
+sorted (code-point order, R's ``factor()`` in the C locale), categorical
+columns keeping their category order (unused categories dropped), booleans
+as factors with levels ``FALSE``/``TRUE``, and columns named like R's:
+``(Intercept)``, ``conditionstim``, ``donorD2``, ``conditionstim:donorD2``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+import pandas as pd
+
+from cytepool.errors import DesignError
+
+if TYPE_CHECKING:
+    from formulaic import ModelSpec
+
+__all__ = ["Comparison", "ContrastLike", "DesignLike", "design_matrix", "resolve_test"]
+
+DesignLike: TypeAlias = str | pd.DataFrame
+"""A formula such as ``"~ condition + donor"`` or a design matrix (rows = samples)."""
+
+ContrastLike: TypeAlias = Mapping[str, float] | Sequence[float] | np.ndarray | pd.Series
+"""Weights over the design columns: a mapping ``{column: weight}`` or one weight per column."""
+
+
+def _as_factor(column: pd.Series) -> pd.Series:
+    """A text, categorical or boolean column as a categorical with R's levels."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.remove_unused_categories()
+    if pd.api.types.is_bool_dtype(column.dtype):
+        text = column.map({True: "TRUE", False: "FALSE"})
+        levels = [v for v in ("FALSE", "TRUE") if (text == v).any()]
+        return pd.Series(pd.Categorical(text, categories=levels), index=column.index)
+    values = column.astype(object)
+    levels = sorted({v for v in values if isinstance(v, str)})
+    return pd.Series(pd.Categorical(values, categories=levels), index=column.index)
+
+
+def _prepare(samples: pd.DataFrame) -> pd.DataFrame:
+    data = samples.copy()
+    for name in data.columns:
+        column = data[name]
+        dtype = column.dtype
+        if (
+            isinstance(dtype, pd.CategoricalDtype)
+            or pd.api.types.is_bool_dtype(dtype)
+            or pd.api.types.is_string_dtype(dtype)
+            or pd.api.types.is_object_dtype(dtype)
+        ):
+            data[name] = _as_factor(column)
+    return data
+
+
+def _r_names(spec: ModelSpec) -> dict[str, str]:
+    """Map formulaic's column names (``c[T.b]``, ``c[b]``) to R's (``cb``)."""
+    state = spec.encoder_state
+    names: dict[str, str] = {"Intercept": "(Intercept)"}
+    for structure in spec.structure:
+        for scoped in structure.scoped_terms:
+            pieces = []
+            for scoped_factor in scoped.factors:
+                expr = str(scoped_factor.factor)
+                kind, detail = state.get(expr, (None, {}))
+                if getattr(kind, "value", None) == "categorical":
+                    levels = [str(v) for v in detail["categories"]]
+                    if scoped_factor.reduced:
+                        if len(levels) < 2:
+                            found = f" ({levels[0]!r})" if levels else ""
+                            msg = (
+                                f"factor {expr!r} has {len(levels)} level{found} among the samples; "
+                                "a factor in a design needs at least two levels"
+                            )
+                            raise DesignError(msg)
+                        pieces.append([(f"{expr}[T.{v}]", f"{expr}{v}") for v in levels[1:]])
+                    else:
+                        pieces.append([(f"{expr}[{v}]", f"{expr}{v}") for v in levels])
+                else:
+                    pieces.append([(expr, expr)])
+            for combo in itertools.product(*pieces):
+                names[":".join(p[0] for p in combo)] = ":".join(p[1] for p in combo)
+    return names
+
+
+def _from_formula(formula: str, samples: pd.DataFrame) -> pd.DataFrame:
+    import formulaic  # noqa: PLC0415 (imported when a formula is given)
+
+    try:
+        matrix = formulaic.model_matrix(formula, _prepare(samples), na_action="raise")
+    except DesignError:
+        raise
+    except Exception as error:
+        msg = f"cannot build a design from formula {formula!r} over sample columns {list(samples.columns)}: {error}"
+        raise DesignError(msg) from error
+    names = _r_names(matrix.model_spec)
+    frame = pd.DataFrame(
+        np.asarray(matrix, dtype=np.float64),
+        index=samples.index,
+        columns=[names.get(str(c), str(c)) for c in matrix.columns],
+    )
+    if frame.columns.has_duplicates:
+        msg = f"formula {formula!r} gives duplicate design columns {list(frame.columns)}"
+        raise DesignError(msg)
+    return frame
+
+
+def design_matrix(design: object, samples: pd.DataFrame) -> pd.DataFrame:
+    """The design matrix over the rows of ``samples``, as R's ``model.matrix`` names it.
+
+    Parameters
+    ----------
+    design : str or pandas.DataFrame
+        A formula (``"~ condition + donor"``) evaluated on the columns of
+        ``samples``, or a numeric design-matrix DataFrame whose index holds the
+        sample names (reordered to ``samples.index``).
+    samples
+        One row per sample, indexed by sample name.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Float64, indexed like ``samples``, one column per coefficient.
+
+    Examples
+    --------
+    >>> samples = pd.DataFrame(
+    ...     {"condition": ["ctrl", "stim", "ctrl", "stim"], "donor": ["d1", "d1", "d2", "d2"]},
+    ...     index=["a", "b", "c", "d"],
+    ... )
+    >>> design_matrix("~ condition + donor", samples).columns.tolist()
+    ['(Intercept)', 'conditionstim', 'donord2']
+    """
+    if isinstance(design, str):
+        return _from_formula(design, samples)
+    if not isinstance(design, pd.DataFrame):
+        msg = f"design: expected a formula string or a design-matrix DataFrame, found {type(design).__name__}"
+        raise DesignError(msg)
+    missing = [s for s in samples.index if s not in design.index]
+    if missing or design.index.has_duplicates:
+        msg = f"design matrix rows must be named by sample, once each; missing {missing[:5]}" + (
+            " and duplicated names" if design.index.has_duplicates else ""
+        )
+        raise DesignError(msg)
+    frame = design.loc[samples.index]
+    try:
+        values = frame.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        msg = (
+            f"design matrix must be numeric, found dtypes {sorted({str(d) for d in frame.dtypes})}"
+        )
+        raise DesignError(msg) from error
+    return pd.DataFrame(values, index=samples.index, columns=[str(c) for c in frame.columns])
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """What is tested: one design column (``coef``) or a contrast of columns."""
+
+    name: str
+    coef: int | None
+    contrast: tuple[float, ...] | None
+
+    def to_json(self, columns: Sequence[str]) -> dict[str, Any]:
+        """The JSON form kept in a result's settings."""
+        if self.contrast is None:
+            return {"coef": self.name, "contrast": None}
+        weights = {c: w for c, w in zip(columns, self.contrast, strict=True) if w != 0.0}
+        return {"coef": None, "contrast": {"name": self.name, "weights": weights}}
+
+
+def _contrast_name(terms: Sequence[tuple[str, float]]) -> str:
+    """R's ``makeContrasts`` style: ``conditionC-conditionB``, ``0.5*a+0.5*b``."""
+    parts = []
+    for column, w in terms:
+        if w == 0.0:
+            continue
+        size = abs(w)
+        factor = "" if size == 1.0 else f"{size:g}*"
+        parts.append(f"{'-' if w < 0 else '+'}{factor}{column}")
+    return "".join(parts).removeprefix("+")
+
+
+def _resolve_coef(columns: list[str], coef: object) -> Comparison:
+    if coef is None:
+        return Comparison(name=columns[-1], coef=len(columns) - 1, contrast=None)
+    if isinstance(coef, str):
+        if coef not in columns:
+            msg = f"coef {coef!r} is not a design column; the columns are {columns}"
+            raise DesignError(msg)
+        return Comparison(name=coef, coef=columns.index(coef), contrast=None)
+    if isinstance(coef, bool) or not isinstance(coef, numbers.Integral):
+        msg = f"coef must be a column name or a 0-based position, found {coef!r}"
+        raise DesignError(msg)
+    position = int(coef)
+    if not -len(columns) <= position < len(columns):
+        msg = f"coef position {position} is outside the {len(columns)} design columns {columns}"
+        raise DesignError(msg)
+    position %= len(columns)
+    return Comparison(name=columns[position], coef=position, contrast=None)
+
+
+def _resolve_contrast(columns: list[str], contrast: object) -> Comparison:
+    if isinstance(contrast, str):
+        msg = (
+            f"contrast {contrast!r}: expressions are not parsed; give weights as a mapping, "
+            f"such as {{{columns[-1]!r}: 1, {columns[0]!r}: -1}}, or one weight per column of {columns}"
+        )
+        raise DesignError(msg)
+    if isinstance(contrast, pd.Series):
+        contrast = contrast.to_dict()
+    if isinstance(contrast, Mapping):
+        unknown = [k for k in contrast if k not in columns]
+        if unknown:
+            msg = (
+                f"contrast names {unknown}, which are not design columns; the columns are {columns}"
+            )
+            raise DesignError(msg)
+        weights = np.array([float(contrast.get(c, 0.0)) for c in columns])
+        terms = [(str(k), float(v)) for k, v in contrast.items()]
+    else:
+        try:
+            weights = np.asarray(contrast, dtype=np.float64)
+        except (TypeError, ValueError) as error:
+            msg = f"contrast must be a mapping of design columns to weights or a vector, found {contrast!r}"
+            raise DesignError(msg) from error
+        if weights.shape != (len(columns),):
+            msg = f"contrast has {weights.size} weights for the {len(columns)} design columns {columns}"
+            raise DesignError(msg)
+        terms = list(zip(columns, weights.tolist(), strict=True))
+    if not all(math.isfinite(w) for w in weights.tolist()) or not weights.any():
+        msg = f"contrast weights must be finite and not all zero, found {weights.tolist()}"
+        raise DesignError(msg)
+    return Comparison(name=_contrast_name(terms), coef=None, contrast=tuple(weights.tolist()))
+
+
+def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> Comparison:
+    """The coefficient or contrast to test, checked against the design columns.
+
+    ``coef`` is a column name or a 0-based position (negative counts from the
+    end); the last column when both ``coef`` and ``contrast`` are None.
+    ``contrast`` maps column names to weights, or gives one weight per column.
+
+    Examples
+    --------
+    >>> cols = ["(Intercept)", "conditionstim", "donord2"]
+    >>> resolve_test(cols, coef=None, contrast=None).name
+    'donord2'
+    >>> resolve_test(cols, coef=None, contrast={"conditionstim": 1, "donord2": -1}).name
+    'conditionstim-donord2'
+    """
+    if coef is not None and contrast is not None:
+        msg = "give either coef or contrast, not both"
+        raise DesignError(msg)
+    if contrast is None:
+        return _resolve_coef(list(columns), coef)
+    return _resolve_contrast(list(columns), contrast)
