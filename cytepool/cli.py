@@ -1,8 +1,10 @@
-"""The ``cytepool`` command line: inspect, verify, history and demo.
+"""The ``cytepool`` command line: inspect, verify, history, de and demo.
 
 Exit codes: 0 success; 1 a cube failed verification (a value, digest, chunk,
-metadata or provenance link differs); 2 usage errors; 3 no cube at the path
-(and, for commands other than ``verify``, a cube that cannot be read).
+metadata or provenance link differs) or a differential expression test could
+not run (a design, coefficient or group that does not fit the cube); 2 usage
+errors; 3 no cube at the path (and, for commands other than ``verify``, a
+cube that cannot be read).
 """
 
 from __future__ import annotations
@@ -135,6 +137,90 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _de(args: argparse.Namespace) -> int:
+    from cytepool.de import LimmaResult, LimmaResults, limma_voom  # noqa: PLC0415
+    from cytepool.errors import GroupSkippedError, LimmaError  # noqa: PLC0415
+
+    cube = read_cube(args.path)
+    contrast = json.loads(args.contrast) if args.contrast else None
+    options: dict[str, Any] = {
+        "design": args.design,
+        "coef": args.coef,
+        "contrast": contrast,
+        "min_cells": args.min_cells,
+        "min_counts": args.min_counts,
+        "normalization": args.normalization,
+        "filter_by_expr": not args.no_filter,
+    }
+    try:
+        if args.group:
+            labels = {str(g): g for g in cube.groups.iloc[:, 0]}
+            unknown = [g for g in args.group if g not in labels]
+            if unknown:
+                msg = f"{args.path}: no group {unknown}; groups are {sorted(labels)}"
+                raise LimmaError(msg)
+            fitted: dict[Any, LimmaResult] = {}
+            skipped: dict[Any, str] = {}
+            for g in args.group:
+                try:
+                    fitted[labels[g]] = limma_voom(cube, group=labels[g], **options)
+                except GroupSkippedError as exc:
+                    skipped[labels[g]] = str(exc)
+            results = LimmaResults(results=fitted, skipped=skipped)
+        else:
+            results = limma_voom(cube, **options)
+    except LimmaError as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_MISMATCH
+    out = Path(args.output)
+    results.save(out, file_format=args.format, overwrite=args.overwrite)
+    figures = _de_figures(results, out / "figures") if args.plots else []
+    summary = {
+        "cube": args.path,
+        "fingerprint": cube.fingerprint,
+        "output": str(out),
+        "groups": {
+            str(group): {
+                "samples": int(result.design.shape[0]),
+                "genes": len(result.table),
+                "significant": int((result.table["adj.P.Val"] < args.alpha).sum()),
+            }
+            for group, result in results.items()
+        },
+        "skipped": {str(k): v for k, v in results.skipped.items()},
+        "figures": figures,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_OK
+    print(f"limma-voom on {args.path} ({cube.fingerprint}): results in {out}")
+    for group, info in summary["groups"].items():
+        print(
+            f"  {group}: {info['samples']} samples, {info['genes']} genes, "
+            f"{info['significant']} with adj.P.Val < {args.alpha}"
+        )
+    for group, reason in summary["skipped"].items():
+        print(f"  {group}: skipped ({reason})")
+    return EXIT_OK
+
+
+def _de_figures(results: Any, directory: Path) -> list[str]:  # noqa: ANN401 (LimmaResults)
+    from cytepool import plots  # noqa: PLC0415
+
+    written = []
+    directory.mkdir(parents=True, exist_ok=True)
+    for group, result in results.items():
+        for name, draw in (
+            ("volcano", plots.volcano),
+            ("ma", plots.ma_plot),
+            ("voom_trend", plots.voom_trend),
+        ):
+            path = directory / f"{name}_{group}.png"
+            draw(result).savefig(path, dpi=120)
+            written.append(str(path))
+    return written
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cytepool", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"cytepool {package_version()}")
@@ -161,6 +247,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print the provenance JSON")
     p.set_defaults(run=_history)
+    p = sub.add_parser("de", help="limma-voom differential expression per group of a cube")
+    p.add_argument("path")
+    p.add_argument(
+        "--design", required=True, help='a formula on the sample table, e.g. "~ donor + condition"'
+    )
+    p.add_argument("--coef", default=None, help="the design column to test (default: the last)")
+    p.add_argument(
+        "--contrast", default=None, help="a contrast as JSON, e.g. '{\"conditionstim\": 1}'"
+    )
+    p.add_argument("--group", action="append", default=[], help="test only this group (repeatable)")
+    p.add_argument("--min-cells", type=float, default=10, help="drop samples with fewer cells")
+    p.add_argument("--min-counts", type=float, default=1000, help="drop samples with fewer counts")
+    p.add_argument("--normalization", choices=["TMM", "none"], default="TMM")
+    p.add_argument("--no-filter", action="store_true", help="skip filterByExpr")
+    p.add_argument("-o", "--output", required=True, help="directory for the result tables")
+    p.add_argument("--format", choices=["csv", "parquet"], default="csv")
+    p.add_argument("--overwrite", action="store_true")
+    p.add_argument("--plots", action="store_true", help="also write volcano, MA and voom plots")
+    p.add_argument("--alpha", type=float, default=0.05, help="FDR for the summary counts")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=_de)
     p = sub.add_parser("demo", help="write a demo cube and a cube derived from it")
     p.add_argument(
         "-o", "--output", default="demo", help="directory to write into (default: ./demo)"

@@ -34,7 +34,8 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (5.0, 4.5)) -> tuple[Figu
 
 
 def _title(result: LimmaResult, what: str) -> str:
-    tested = result.settings.get("coef") or result.settings.get("contrast") or ""
+    test = result.settings.get("test")
+    tested = test.get("name", "") if isinstance(test, dict) else ""
     group = "" if result.cube is None else f"group {result.cube.group}: "
     return f"{group}{what} {tested}".strip()
 
@@ -74,7 +75,7 @@ def volcano(
     *,
     alpha: float = 0.05,
     lfc: float = 0.0,
-    label_top: int = 10,
+    label_top: int = 5,
     ax: Axes | None = None,
 ) -> Figure:
     """log2 fold change against -log10 p-value; significant genes (BH ``adj.P.Val < alpha``) coloured.
