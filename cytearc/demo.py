@@ -71,6 +71,18 @@ def _de_summary(results: LimmaResults, response: set[str]) -> list[dict[str, Any
     return out
 
 
+def _check_previous(out: Path, params: Params) -> None:
+    """Reuse the store of an earlier demo in ``out`` only if it was made with the same parameters."""
+    summary = out / "summary.json"
+    recorded = json.loads(summary.read_text()).get("params") if summary.is_file() else None
+    if recorded != params.to_json():
+        msg = (
+            f"{out}: holds a store from another or an unfinished demo (parameters {recorded}, "
+            f"asked {params.to_json()}); choose a new output folder or remove {out / 'pbmc.zarr'}"
+        )
+        raise FileExistsError(msg)
+
+
 def run_demo(
     out: str | Path,
     *,
@@ -87,24 +99,21 @@ def run_demo(
     Writes ``source/`` (the generated H5AD and 10x folder), ``pbmc.zarr``
     (the store, with its analysis and run record), ``pbmc.cube.zarr`` (the
     cube), ``de/`` (one limma-voom table per cluster with its metadata),
-    ``figures/`` and ``summary.json``.
+    ``figures/`` and ``summary.json``. Run again into the same folder with the
+    same parameters, it reopens the store and reuses every analysis artifact.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    truth = write_dataset(
-        Params(n_cells=n_cells, n_genes=n_genes, seed=seed),
-        out / "source",
-        show_progress=show_progress,
-    )
+    params = Params(n_cells=n_cells, n_genes=n_genes, seed=seed)
     engine = {"mem_budget": mem_budget, "workers": workers, "cluster": cluster}
-    imported = import_data(
-        out / "source" / "data.h5ad",
-        out / "pbmc.zarr",
-        overwrite=True,
-        show_progress=show_progress,
-        **engine,
-    )
-    ds = DataStore(imported.path, zarr_mode="r+", show_progress=show_progress, **engine)  # type: ignore[arg-type]
+    store = out / "pbmc.zarr"
+    if store.exists():
+        _check_previous(out, params)
+        truth = json.loads((out / "source" / "truth.json").read_text())
+    else:
+        truth = write_dataset(params, out / "source", show_progress=show_progress)
+        import_data(out / "source" / "data.h5ad", store, show_progress=show_progress, **engine)
+    ds = DataStore(store, zarr_mode="r+", show_progress=show_progress, **engine)  # type: ignore[arg-type]
     run = ds.pipeline.run("rna_standard", **RECIPE_OPTIONS)
     figures = out / "figures"
     written = [
@@ -136,7 +145,8 @@ def run_demo(
     labels = run.artifact("clustering").read("labels")
     cell_types = ds.cells.fetch_all("cell_type").astype(object)[mask]
     summary = {
-        "store": str(imported.path),
+        "params": params.to_json(),
+        "store": str(store),
         "datasetFingerprint": ds.dataset_fingerprint,
         "run": {"runId": run.run_id, "stages": run.summary().to_dict(orient="records")},
         "cells": {"imported": len(mask), "keptByQc": int(mask.sum())},

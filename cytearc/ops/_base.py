@@ -40,6 +40,9 @@ __all__ = [
     "write_cell_column",
 ]
 
+PREPARED_ATTRIBUTE: Final = "cytearc:prepared"
+"""Root attribute listing the assays that hold analysis artifacts."""
+
 MEMBERSHIP_REMEDY: Final = (
     "pass cell_selection=ds.select_measured_cells(assay) (a selection of the measured cells), "
     "or a cell_key column that is True only for cells the assay measured"
@@ -95,7 +98,7 @@ def publish(
         "workers": None if engine.budget is None else engine.budget.workers,
         "scheduler": "threads" if engine.client is None else "distributed",
     }
-    return produce(
+    artifact = produce(
         ds.root,
         scope=scope,
         kind=kind,
@@ -108,6 +111,17 @@ def publish(
         invalidate_cache=invalidate_cache,
         where=ds.where,
     )
+    if scope and ds.writable:
+        _mark_prepared(ds, scope)
+    return artifact
+
+
+def _mark_prepared(ds: DataStore, assay: str) -> None:
+    """Record that ``assay`` holds analysis results (an import with overwrite=True then refuses the store)."""
+    prepared = ds.root.attrs.get(PREPARED_ATTRIBUTE, [])
+    names = set(prepared) if isinstance(prepared, list) else set()
+    if assay not in names:
+        ds.root.attrs[PREPARED_ATTRIBUTE] = sorted(names | {assay})
 
 
 class Selection:

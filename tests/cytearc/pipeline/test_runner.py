@@ -205,3 +205,11 @@ def test_store_plots(analysed: tuple[Path, str], dataset: SyntheticDataset) -> N
     assert ds.plots.markers(run.outputs["markers"], n=2).axes
     with pytest.raises(KeyError, match="no feature"):
         ds.plots.gene_values("NOT_A_GENE")
+
+
+def test_an_analysed_store_is_not_replaced_by_an_import(analysed: tuple[Path, str]) -> None:
+    """Artifacts mark their assay prepared; an import with overwrite=True then refuses the store."""
+    path, _ = analysed
+    assert zarr.open_group(path, mode="r").attrs["cytearc:prepared"] == ["RNA"]
+    with pytest.raises(FileExistsError, match="prepared assays"):
+        write_store(path, cluster="threads", overwrite=True)
