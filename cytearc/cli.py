@@ -17,6 +17,8 @@ from cytearc import __version__
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from cytearc.datastore import DataStore
+
 __all__ = ["main"]
 
 
@@ -111,10 +113,11 @@ def write_run_plots(ds: Any, run: Any, directory: Path) -> list[str]:  # noqa: A
     return [str(save_figure(fig, directory / name)) for name, fig in figures.items()]
 
 
-def _run(args: argparse.Namespace) -> int:
+def _writable_store(args: argparse.Namespace) -> DataStore:
+    """The store of a command that writes results, on the engine its options ask for."""
     from cytearc.datastore import DataStore  # noqa: PLC0415
 
-    ds = DataStore(
+    return DataStore(
         args.store,
         zarr_mode="r+",
         mem_budget=args.mem_budget,
@@ -122,6 +125,10 @@ def _run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         show_progress=not args.json,
     )
+
+
+def _run(args: argparse.Namespace) -> int:
+    ds = _writable_store(args)
     run = ds.pipeline.run(args.recipe, assay=args.assay, label=args.label, **dict(args.set))
     plots = write_run_plots(ds, run, Path(args.plots)) if args.plots else []
     summary = run.summary()
@@ -147,17 +154,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _pool(args: argparse.Namespace) -> int:
-    from cytearc.datastore import DataStore  # noqa: PLC0415
     from cytepool import read_cube  # noqa: PLC0415
 
-    ds = DataStore(
-        args.store,
-        zarr_mode="r+",
-        mem_budget=args.mem_budget,
-        workers=args.workers,
-        cluster=args.cluster,
-        show_progress=not args.json,
-    )
+    ds = _writable_store(args)
     path = ds.compare.write_bulk(
         args.output,
         args.assay,
