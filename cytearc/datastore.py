@@ -160,6 +160,21 @@ class Assay:
             raise AttributeError(msg)
         return open_lazy(self._counts_t)
 
+    def feature_rows(self, features: np.ndarray) -> np.ndarray:
+        """The counts of a few features over every cell, ``(len(features), n_cells)``.
+
+        Read from ``countsT`` with an orthogonal selection, so only the inner
+        chunks that hold these features are fetched and decoded (a handful of
+        genes reads a fraction of a percent of the matrix).
+        """
+        if self._counts_t is None:
+            msg = f"{self.where}: a {self.assayType} assay has no countsT to read features from"
+            raise AttributeError(msg)
+        rows = np.asarray(features, dtype=np.int64)
+        if not len(rows):
+            return np.zeros((0, self.shape[0]), dtype=self.dtype)
+        return np.asarray(self._counts_t.get_orthogonal_selection((rows, slice(None))))
+
     def summary(self, name: str) -> np.ndarray:
         """A count summary: ``rowSums``, ``rowPositive`` or ``columnPositive``."""
         array = _group(self.matrix, "countSummaries", where=self.where).get(name)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from dask.delayed import delayed
 from scipy.special import ndtr
 from scipy.stats import rankdata
@@ -24,7 +25,6 @@ from scipy.stats import rankdata
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
 from cytearc.ops._base import SelectionLike, checked_selection, digest, publish
-from cytearc.ops.normalize import normalized_block
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -62,32 +62,39 @@ def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
     return out
 
 
-def band_statistics(values: np.ndarray, codes: np.ndarray, n_groups: int) -> dict[str, np.ndarray]:
+def band_statistics(
+    values: np.ndarray | sp.spmatrix | sp.sparray, codes: np.ndarray, n_groups: int
+) -> dict[str, np.ndarray]:
     """Marker statistics of a band of features (rows) over cells (columns) labelled ``codes``.
 
-    ``values`` are non-negative with zero exactly where the count is zero.
-    Returns arrays of shape ``(n_groups, n_features_in_band)``.
+    ``values`` (dense or sparse) are non-negative with zero exactly where the
+    count is zero; only the non-zero values are touched, a few percent of a
+    band. Returns arrays of shape ``(n_groups, n_features_in_band)``.
     """
-    n = values.shape[1]
-    onehot = np.zeros((n, n_groups))
-    onehot[np.arange(n), codes] = 1.0
-    sizes = onehot.sum(axis=0)
+    m = sp.csr_matrix(values, dtype=np.float64)
+    m.eliminate_zeros()
+    n_rows, n = m.shape
+    onehot = sp.csr_matrix((np.ones(n), (np.arange(n), codes)), shape=(n, n_groups))
+    sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
     rest = n - sizes
-    sums = values @ onehot
+    sums = np.asarray((m @ onehot).toarray())
+    indicator = m.copy()
+    indicator.data[:] = 1.0
+    expressed = np.asarray((indicator @ onehot).toarray())
     total = sums.sum(axis=1, keepdims=True)
-    expressed = (values > 0).astype(np.float64) @ onehot
     mean = (sums / sizes).T
     mean_rest = ((total - sums) / np.maximum(rest, 1)).T
-    rank_sums = np.empty((values.shape[0], n_groups))
-    ties = np.empty(values.shape[0])
-    for i, row in enumerate(values):
-        nz = np.flatnonzero(row)
-        zeros = n - len(nz)
-        ranks = rankdata(row[nz]) + zeros
-        rank_sums[i] = np.bincount(codes[nz], weights=ranks, minlength=n_groups) + (
+    rank_sums = np.empty((n_rows, n_groups))
+    ties = np.empty(n_rows)
+    for i in range(n_rows):
+        span = slice(m.indptr[i], m.indptr[i + 1])
+        row, cells = m.data[span], m.indices[span]
+        zeros = n - len(row)
+        ranks = rankdata(row) + zeros
+        rank_sums[i] = np.bincount(codes[cells], weights=ranks, minlength=n_groups) + (
             zeros + 1
         ) / 2 * (sizes - expressed[i])
-        _, counts = np.unique(row[nz], return_counts=True)
+        _, counts = np.unique(row, return_counts=True)
         ties[i] = float(zeros**3 - zeros) + float((counts.astype(np.float64) ** 3 - counts).sum())
     u = rank_sums.T - (sizes * (sizes + 1) / 2)[:, None]
     product = (sizes * rest)[:, None]
@@ -121,9 +128,12 @@ def _labels(ds: DataStore, group_key: str) -> tuple[np.ndarray, np.ndarray]:
 def _band(
     block: np.ndarray, library: np.ndarray, codes: np.ndarray, n_groups: int, target_sum: float
 ) -> dict[str, np.ndarray]:
-    values = normalized_block(
-        block.T, library, method="library_size", target_sum=target_sum, log1p=True
-    ).T.astype(np.float64)
+    counts = sp.csr_matrix(np.asarray(block))
+    scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
+    values = counts.astype(np.float64)
+    values.data = (
+        np.log1p(values.data * scale[values.indices]).astype(np.float32).astype(np.float64)
+    )
     return band_statistics(values, codes, n_groups)
 
 

@@ -13,19 +13,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 import dask.array as da
 import numpy as np
-from dask.delayed import delayed
 
 from cytearc.assays.types import RNA_TYPES
 from cytearc.ops._base import SelectionLike, checked_selection, publish
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
-    from dask.delayed import Delayed
-
     from cytearc.artifacts import Artifact, ArtifactWriter
     from cytearc.datastore import Assay, DataStore
 
-__all__ = ["DATA_CHUNK_BYTES", "normalize", "normalized_block", "normalized_graph", "tree_moments"]
+__all__ = ["DATA_CHUNK_BYTES", "block_moments", "normalize", "normalized_block", "normalized_graph"]
 
 DATA_CHUNK_BYTES: Final = 16 * 2**20
 """Target bytes of one chunk of normalized ``data`` (unsharded, rows x all features)."""
@@ -77,21 +74,26 @@ def normalized_block(
     return x.astype(np.float32)
 
 
-def _moments(block: np.ndarray) -> ColumnMoments:
-    return ColumnMoments.of(block)
+def _packed_moments(block: np.ndarray) -> np.ndarray:
+    return ColumnMoments.of(block).pack()
 
 
-def _merge(left: ColumnMoments, right: ColumnMoments) -> ColumnMoments:
-    return left.merge(right)
+def block_moments(x: da.Array) -> da.Array:
+    """The moments of each row block of ``x``, packed (:meth:`ColumnMoments.pack`) and stacked.
 
-
-def tree_moments(x: da.Array) -> Delayed:
-    """The column moments of ``x``, merged pairwise over its row blocks in order (a fixed tree)."""
-    parts: list[Delayed] = [delayed(_moments)(b) for b in x.rechunk({1: -1}).to_delayed().ravel()]
-    while len(parts) > 1:
-        merged = [delayed(_merge)(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        parts = merged + ([parts[-1]] if len(parts) % 2 else [])
-    return parts[0]
+    An array graph, so computed together with a write of ``x`` it shares
+    ``x``'s tasks (each block is read and normalized once);
+    :meth:`ColumnMoments.merge_packed` merges the bands in row order.
+    """
+    whole = x.rechunk({1: -1})
+    n_blocks = len(whole.chunks[0])
+    packed: da.Array = da.map_blocks(
+        _packed_moments,
+        whole,
+        dtype=np.float64,
+        chunks=((5,) * n_blocks, (x.shape[1],)),
+    )
+    return packed
 
 
 def data_chunk_rows(n_rows: int, n_features: int) -> int:
@@ -178,7 +180,8 @@ def normalize(
             data,
             chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
         )
-        (moments,) = writer.run(tree_moments(data))
+        (packed,) = writer.run(block_moments(data))
+        moments = ColumnMoments.merge_packed(packed)
         writer.write("feature_sum", moments.total)
         writer.write("feature_m2", moments.m2)
 

@@ -19,7 +19,8 @@ import scipy.linalg
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
 from cytearc.ops._base import publish
-from cytearc.ops.normalize import tree_moments
+from cytearc.ops.normalize import block_moments
+from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,7 +41,8 @@ def feature_moments(
     """
     if {"feature_sum", "feature_m2"} <= set(normalized.group.array_keys()):
         return normalized.read("feature_sum"), normalized.read("feature_m2")
-    (moments,) = compute(tree_moments(normalized.lazy("data")))
+    (packed,) = compute(block_moments(normalized.lazy("data")))
+    moments = ColumnMoments.merge_packed(packed)
     return moments.total, moments.m2
 
 

@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
+from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import check_measured, membership_column
 from cytearc.metadata.table import ReadOnlyStoreError
@@ -65,20 +66,16 @@ def metrics(
     totals = source.summary("rowSums").astype(np.float64)
     columns = {f"{assay}_nCounts": totals, f"{assay}_nFeatures": source.summary("rowPositive")}
     names = [str(n) for n in source.features.fetch_all("names").tolist()]
-    sums, recorded = [], {}
+    recorded, indices = {}, {}
     for suffix, pattern in (patterns or DEFAULT_PATTERNS).items():
         matcher = re.compile(pattern, re.IGNORECASE)
-        idx = np.flatnonzero([bool(matcher.search(n)) for n in names])
+        indices[f"{assay}_{suffix}"] = np.flatnonzero([bool(matcher.search(n)) for n in names])
         recorded[f"{assay}_{suffix}"] = pattern
-        sums.append(
-            source.counts[:, idx].sum(axis=1, dtype=np.float64)
-            if len(idx)
-            else da.zeros(len(totals), chunks=source.counts.chunks[0])
-        )
-    computed = ds.engine.compute(*sums, show_progress=ds.show_progress)
-    for column, part in zip(recorded, computed, strict=True):
+    for column, part in zip(
+        recorded, _feature_sums(ds, assay, list(indices.values())), strict=True
+    ):
         with np.errstate(divide="ignore", invalid="ignore"):
-            columns[column] = np.where(totals > 0, 100.0 * np.asarray(part) / totals, 0.0)
+            columns[column] = np.where(totals > 0, 100.0 * part / totals, 0.0)
     member = membership_column(ds.cells, assay)
     if member is not None:
         unmeasured = ~ds.cells.fetch_all(member).astype(bool)
@@ -88,6 +85,29 @@ def metrics(
         write_cell_column(ds, column, np.asarray(values), operation="qc.metrics")
     ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
     return list(columns)
+
+
+def _feature_sums(ds: DataStore, assay: str, groups: list[np.ndarray]) -> list[np.ndarray]:
+    """Per cell, the counts summed over each group of features.
+
+    From the few rows of ``countsT`` that hold them when the assay has one,
+    else by a pass over ``counts`` on the engine.
+    """
+    source = ds.assays[assay]
+    if source.assayType in RNA_TYPES:
+        return [
+            source.feature_rows(idx).sum(axis=0, dtype=np.float64)
+            if len(idx)
+            else np.zeros(source.shape[0])
+            for idx in groups
+        ]
+    sums = [
+        source.counts[:, idx].sum(axis=1, dtype=np.float64)
+        if len(idx)
+        else da.zeros(source.shape[0], chunks=source.counts.chunks[0])
+        for idx in groups
+    ]
+    return [np.asarray(x) for x in ds.engine.compute(*sums, show_progress=ds.show_progress)]
 
 
 def percent_columns(ds: DataStore, assay: str) -> dict[str, str]:

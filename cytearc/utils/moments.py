@@ -70,6 +70,25 @@ class ColumnMoments:
         m2[low == high] = 0.0
         return ColumnMoments(n, self.total + other.total, m2, low, high)
 
+    def pack(self) -> np.ndarray:
+        """The moments as a ``(5, n_columns)`` float64 array (n, total, m2, low, high)."""
+        n = np.full_like(self.total, float(self.n))
+        return np.stack([n, self.total, self.m2, self.low, self.high])
+
+    @classmethod
+    def merge_packed(cls, packed: np.ndarray) -> ColumnMoments:
+        """Merge row bands packed by :meth:`pack` and stacked in row order, one after another.
+
+        Each band merges its moments into the running ones in order, as the
+        seed's "Normalized feature statistics" describes, so the result does
+        not depend on how the bands were computed.
+        """
+        bands = np.asarray(packed, dtype=np.float64).reshape(-1, 5, packed.shape[-1])
+        out = cls.empty(packed.shape[-1])
+        for n, total, m2, low, high in bands:
+            out = out.merge(cls(int(n[0]) if n.size else 0, total, m2, low, high))
+        return out
+
     @property
     def mean(self) -> np.ndarray:
         """Column means (zero for no rows)."""

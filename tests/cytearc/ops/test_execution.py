@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
@@ -14,9 +15,10 @@ from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError
 from cytearc.metadata.table import ReadOnlyStoreError
 from cytearc.ops._base import load_selection
-from cytearc.ops.normalize import _normalize_band, data_chunk_rows, tree_moments
-from cytearc.ops.pca import feature_scaling, scaled_block
+from cytearc.ops.normalize import block_moments, data_chunk_rows, normalized_graph
+from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.storage.finite_values import checked_blocks
+from cytearc.utils.moments import ColumnMoments
 from cytepool.testing import raise_if_dask_computes, tree_snapshot
 
 if TYPE_CHECKING:
@@ -59,35 +61,20 @@ def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_t
         ds = open_threads(planted.path)
         source = ds.assays["RNA"]
         rows = load_selection(ds, chain.norm.inputs()["cells"]).rows
-        counts = source.counts.rechunk({1: -1})[rows]
-        library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
-        data = da.map_blocks(
-            _normalize_band,
-            counts,
-            library[:, None],
-            method="library_size",
-            target_sum=1e4,
-            log1p=True,
-            idf=None,
-            dtype=np.float32,
-        )
+        data = normalized_graph(source, rows, method="library_size", target_sum=1e4, log1p=True)
         n_features = source.shape[1]
         checked = checked_blocks(
             data.rechunk((data_chunk_rows(len(rows), n_features), n_features)),
             operation="features.normalize",
             array="data",
         )
-        moments = tree_moments(data)
+        moments = block_moments(data)
         features = chain.hvgs.read("features")
         mean, sd = feature_scaling(chain.norm, features)
-        z = (
-            chain.norm.lazy("data")[:, features]
-            .map_blocks(scaled_block, mean=mean, sd=sd, max_value=None, dtype=np.float64)
-            .rechunk({1: -1})
-        )
+        z = scaled_graph(chain.norm, features, mean=mean, sd=sd, max_value=None)
         gram = z.T @ z
-    # arrays before the Delayed: dask 2026.8 returns results grouped by collection type
-    values, gram_values, merged = da.compute(checked, gram, moments, scheduler="threads")
+    values, gram_values, packed = da.compute(checked, gram, moments, scheduler="threads")
+    merged = ColumnMoments.merge_packed(packed)
     np.testing.assert_array_equal(_bits(values), _bits(chain.norm.read("data")))
     np.testing.assert_array_equal(_bits(merged.total), _bits(chain.norm.read("feature_sum")))
     np.testing.assert_array_equal(_bits(merged.m2), _bits(chain.norm.read("feature_m2")))
@@ -191,3 +178,28 @@ def test_read_only_store_reuses_and_changes_no_byte(planted, chain, open_threads
         assert isinstance(info.value, PermissionError)
         assert "zarr_mode='r+'" in str(info.value)
     assert tree_snapshot(planted.path) == before
+
+
+def test_data_write_and_moments_share_their_reads(planted, chain) -> None:
+    """Writing data and merging its moments normalize each counts block once, not twice."""
+    normalize_module = importlib.import_module("cytearc.ops.normalize")
+
+    calls = []
+    original = normalize_module.normalized_block
+
+    def counting(*args: Any, **kwargs: Any) -> np.ndarray:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    normalize_module.normalized_block = counting  # type: ignore[assignment]
+    try:
+        norm = chain.ds.features.normalize(
+            "RNA", cell_selection=planted.mask, invalidate_cache=True
+        )
+    finally:
+        normalize_module.normalized_block = original  # type: ignore[assignment]
+    blocks = len(chain.ds.assays["RNA"].counts.chunks[0])
+    assert (
+        blocks <= len(calls) <= blocks + 1
+    )  # one call per block (and at most one for Dask's meta)
+    np.testing.assert_array_equal(norm.read("feature_m2"), chain.norm.read("feature_m2"))

@@ -438,3 +438,27 @@ def test_cluster_markers_recover_the_planted_genes(planted, chain, clusters: np.
         majority = pd.Series(types[clusters == label]).mode()[0]
         top = set(table[table["group"] == str(label)]["feature"])
         assert len(top & set(planted.marker_ids[majority])) >= 10, (label, majority)
+
+
+def test_qc_metrics_match_numpy(planted, open_threads, tmp_path) -> None:
+    """nCounts, nFeatures and pattern percentages equal numpy sums (RNA via countsT rows, ADT via counts)."""
+    import shutil  # noqa: PLC0415
+
+    path = tmp_path / "qc.zarr"
+    shutil.copytree(planted.path, path)
+    ds = open_threads(path, zarr_mode="r+")
+    names = [str(n) for n in ds.RNA.features.fetch_all("names").tolist()]
+    ds.qc.metrics("RNA")
+    ds.qc.metrics("ADT", patterns={"percentLow": "^CD[0-4]$"})
+    rna, adt = planted.rna.astype(np.float64), planted.adt.astype(np.float64)
+    mito = np.array([n.upper().startswith("MT-") for n in names])
+    assert mito.any()
+    np.testing.assert_array_equal(ds.cells.fetch_all("RNA_nCounts"), rna.sum(axis=1))
+    np.testing.assert_array_equal(ds.cells.fetch_all("RNA_nFeatures"), (rna > 0).sum(axis=1))
+    np.testing.assert_allclose(
+        ds.cells.fetch_all("RNA_percentMito"), 100 * rna[:, mito].sum(axis=1) / rna.sum(axis=1)
+    )
+    low = np.array([f"CD{i}" in {f"CD{j}" for j in range(5)} for i in range(adt.shape[1])])
+    np.testing.assert_allclose(
+        ds.cells.fetch_all("ADT_percentLow"), 100 * adt[:, low].sum(axis=1) / adt.sum(axis=1)
+    )
