@@ -1,13 +1,21 @@
 """``features.hvgs``: highly variable features from a mean-dispersion trend.
 
-Statistics come from the normalized artifact's ``feature_sum`` and
-``feature_m2`` without reading ``data``: for each feature the mean, the
-sample variance ``m2 / (n - 1)`` and the dispersion ``variance / mean``. The
-trend is the mean and standard deviation of ``log(dispersion)`` in
-``n_bins`` equal-width bins of the mean (scanpy's ``flavor="seurat"`` binning);
-a feature's score is its normalized dispersion, ``(log dispersion - bin mean) /
-bin std`` (1 for a bin of one feature), and the ``n_top`` highest scores among
-features with ``min_mean <= mean <= max_mean`` are selected.
+Statistics come from the normalized artifact's per-feature sums and squared
+deviations, without reading ``data``. Two flavors:
+
+``"seurat"`` (default, as scanpy's ``highly_variable_genes(flavor="seurat")``)
+    on the values before the log (``linear_sum``, ``linear_m2``: moments of
+    ``expm1`` of the stored values): mean ``m`` (``1e-12`` where zero), sample
+    variance, ``log(variance / m)`` (NaN where the variance is zero), bins of
+    ``log1p(m)`` cut into ``n_bins`` equal widths over all features; the score
+    is ``(log dispersion - bin mean) / bin std``, and a bin with one value gets
+    ``std = its mean`` and ``mean = 0``. The features whose score is at least
+    the ``n_top``-th highest are selected (ties included).
+``"log"``
+    the same trend on the stored (log) values themselves (``feature_sum``,
+    ``feature_m2``), bins spanning the means of the features with a defined
+    dispersion, and the ``n_top`` highest scores among features with
+    ``min_mean <= mean <= max_mean``.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
     from cytearc.datastore import DataStore
 
-__all__ = ["hvg_statistics", "hvgs"]
+__all__ = ["hvg_statistics", "hvgs", "seurat_statistics"]
 
 
 def hvg_statistics(
@@ -68,11 +76,43 @@ def hvg_statistics(
     return frame
 
 
+def seurat_statistics(
+    linear_sum: np.ndarray, linear_m2: np.ndarray, n_cells: int, *, n_bins: int = 20
+) -> pd.DataFrame:
+    """Scanpy's ``flavor="seurat"`` statistics from the moments of the values before the log.
+
+    Examples
+    --------
+    >>> s = seurat_statistics(np.array([2.0, 4.0, 0.0]), np.array([1.0, 8.0, 0.0]), 3, n_bins=1)
+    >>> s["dispersion"].round(3).tolist()
+    [-0.288, 1.099, nan]
+    """
+    mean = linear_sum / max(n_cells, 1)
+    variance = linear_m2 / max(n_cells - 1, 1)
+    mean = np.where(mean == 0, 1e-12, mean)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dispersion = variance / mean
+        dispersion[dispersion == 0] = np.nan
+        dispersion = np.log(dispersion)
+    log_mean = np.log1p(mean)
+    frame = pd.DataFrame({"mean": log_mean, "variance": variance, "dispersion": dispersion})
+    bins = pd.cut(frame["mean"], bins=n_bins)
+    stats = frame.groupby(bins, observed=True)["dispersion"].agg(avg="mean", dev="std")
+    one = stats["dev"].isna()
+    stats.loc[one, "dev"] = stats.loc[one, "avg"]
+    stats.loc[one, "avg"] = 0.0
+    per_feature = stats.loc[bins].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frame["dispersion_norm"] = (dispersion - per_feature[:, 0]) / per_feature[:, 1]
+    return frame
+
+
 def hvgs(
     ds: DataStore,
     normalized: ArtifactRef | str | Artifact,
     *,
     n_top: int = 2000,
+    flavor: str = "seurat",
     n_bins: int = 20,
     min_mean: float = 0.0125,
     max_mean: float = 3.0,
@@ -90,14 +130,32 @@ def hvgs(
         raise CyteArcError(msg)
     n_cells = int(source.array("data").shape[0])
 
+    if flavor not in {"seurat", "log"}:
+        msg = f"features.hvgs: flavor must be 'seurat' or 'log', found {flavor!r}"
+        raise CyteArcError(msg)
+    if flavor == "seurat" and "linear_m2" not in set(source.group.array_keys()):
+        msg = f"{source.ref}: flavor='seurat' needs linear_sum and linear_m2, which this normalized artifact predates; run features.normalize with invalidate_cache=True, or pass flavor='log'"
+        raise CyteArcError(msg)
+
     def build(writer: ArtifactWriter) -> None:
-        stats = hvg_statistics(
-            source.read("feature_sum"), source.read("feature_m2"), n_cells, n_bins=n_bins
-        )
-        score = stats["dispersion_norm"].to_numpy()
-        eligible = np.isfinite(score) & (stats["mean"] >= min_mean) & (stats["mean"] <= max_mean)
-        ranked = np.flatnonzero(eligible)[np.argsort(-score[eligible], kind="stable")]
-        chosen = np.sort(ranked[:n_top])
+        if flavor == "seurat":
+            stats = seurat_statistics(
+                source.read("linear_sum"), source.read("linear_m2"), n_cells, n_bins=n_bins
+            )
+            score = stats["dispersion_norm"].to_numpy()
+            finite = score[np.isfinite(score)]
+            cutoff = np.sort(finite)[::-1][min(n_top, len(finite)) - 1] if len(finite) else np.inf
+            chosen = np.flatnonzero(np.nan_to_num(score, nan=-np.inf) >= cutoff)
+        else:
+            stats = hvg_statistics(
+                source.read("feature_sum"), source.read("feature_m2"), n_cells, n_bins=n_bins
+            )
+            score = stats["dispersion_norm"].to_numpy()
+            eligible = (
+                np.isfinite(score) & (stats["mean"] >= min_mean) & (stats["mean"] <= max_mean)
+            )
+            ranked = np.flatnonzero(eligible)[np.argsort(-score[eligible], kind="stable")]
+            chosen = np.sort(ranked[:n_top])
         if chosen.size == 0:
             msg = f"{source.ref}: no feature has a finite dispersion with mean in [{min_mean}, {max_mean}]"
             raise CyteArcError(msg)
@@ -116,10 +174,11 @@ def hvgs(
         kind="hvgs",
         operation="features.hvgs",
         parameters={
+            "flavor": flavor,
             "nTop": n_top,
             "nBins": n_bins,
-            "minMean": float(min_mean),
-            "maxMean": float(max_mean),
+            "minMean": float(min_mean) if flavor == "log" else None,
+            "maxMean": float(max_mean) if flavor == "log" else None,
         },
         inputs={"normalized": source.ref},
         build=build,

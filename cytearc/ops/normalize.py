@@ -78,6 +78,16 @@ def _packed_moments(block: np.ndarray) -> np.ndarray:
     return ColumnMoments.of(block).pack()
 
 
+def _expm1(x: da.Array) -> da.Array:
+    """``expm1`` of the stored values in float64: the values before the log (for HVG statistics)."""
+    linear: da.Array = da.map_blocks(_expm1_block, x, dtype=np.float64)
+    return linear
+
+
+def _expm1_block(block: np.ndarray) -> np.ndarray:
+    return np.expm1(np.asarray(block, dtype=np.float64))
+
+
 def block_moments(x: da.Array) -> da.Array:
     """The moments of each row block of ``x``, packed (:meth:`ColumnMoments.pack`) and stacked.
 
@@ -144,7 +154,9 @@ def normalize(
     The artifact holds ``data`` (float32, one row per selected cell, all
     features), ``feature_sum`` and ``feature_m2`` (float64, the sum of the
     stored values and of their squared deviations from the feature mean,
-    merged band by band with Chan's update).
+    merged band by band with Chan's update), and ``linear_sum`` and
+    ``linear_m2``, the same of ``expm1`` of the stored values (the
+    normalized values before the log, which scanpy's HVG statistics use).
     """
     operation = "features.normalize"
     selection = checked_selection(ds, assay, cell_selection, operation=operation)
@@ -180,10 +192,13 @@ def normalize(
             data,
             chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
         )
-        (packed,) = writer.run(block_moments(data))
+        packed, linear = writer.run(block_moments(data), block_moments(_expm1(data)))
         moments = ColumnMoments.merge_packed(packed)
         writer.write("feature_sum", moments.total)
         writer.write("feature_m2", moments.m2)
+        linear_moments = ColumnMoments.merge_packed(linear)
+        writer.write("linear_sum", linear_moments.total)
+        writer.write("linear_m2", linear_moments.m2)
 
     return publish(
         ds,

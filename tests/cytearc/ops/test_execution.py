@@ -105,7 +105,7 @@ def on_cluster(planted, chain, engine: Engine) -> tuple[Any, Any, Any]:
     ds = DataStore(planted.path, zarr_mode="r+", show_progress=False)
     assert ds.engine.client is not None
     norm = ds.features.normalize("RNA", cell_selection=planted.mask, invalidate_cache=True)
-    hv = ds.features.hvgs(norm, n_top=100)
+    hv = ds.features.hvgs(norm, n_top=100, flavor="log")
     return norm, hv, ds.reduce.pca(norm, hv, n_comps=10)
 
 
@@ -159,7 +159,7 @@ def test_read_only_store_reuses_and_changes_no_byte(planted, chain, open_threads
     assert not ds.writable
     norm = ds.features.normalize("RNA", cell_selection=planted.mask)
     assert norm.ref == chain.norm.ref
-    assert ds.features.hvgs(norm, n_top=100).ref == chain.hvgs.ref
+    assert ds.features.hvgs(norm, n_top=100, flavor="log").ref == chain.hvgs.ref
     assert ds.reduce.pca(norm, chain.hvgs, n_comps=10).ref == chain.pca.ref
     assert str(ds.lineage(chain.pca.ref)).startswith("reduce.pca")
     assert chain.pca.ref in {a.ref for a in ds.list_artifacts("pca")}

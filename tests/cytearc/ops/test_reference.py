@@ -244,18 +244,55 @@ def _hvg_reference(dense: np.ndarray, *, n_bins: int, n_top: int) -> pd.DataFram
 
 
 def test_hvg_statistics_match_a_pandas_reimplementation(planted, chain) -> None:
-    """Mean, variance, dispersion, normalized dispersion and the selection equal the reference."""
+    """flavor="log": mean, variance, dispersions and the selection equal the reference."""
+    hvgs = chain.hvgs
     expected = _hvg_reference(_dense(planted, chain), n_bins=20, n_top=100)
     for column in ("mean", "variance", "dispersion", "dispersion_norm"):
         np.testing.assert_allclose(
-            chain.hvgs.read(column), expected[column].to_numpy(), rtol=1e-9, equal_nan=True
+            hvgs.read(column), expected[column].to_numpy(), rtol=1e-9, equal_nan=True
         )
-    selected = chain.hvgs.read("highly_variable")
+    selected = hvgs.read("highly_variable")
     np.testing.assert_array_equal(selected, expected["highly_variable"].to_numpy())
-    np.testing.assert_array_equal(chain.hvgs.read("features"), np.flatnonzero(selected))
+    np.testing.assert_array_equal(hvgs.read("features"), np.flatnonzero(selected))
     assert selected.sum() == 100
     assert not selected[planted.zero_gene]
-    assert np.isnan(chain.hvgs.read("dispersion")[planted.zero_gene])
+    assert np.isnan(hvgs.read("dispersion")[planted.zero_gene])
+
+
+def _seurat_reference(dense_log: np.ndarray, *, n_bins: int, n_top: int) -> pd.DataFrame:
+    """Scanpy's highly_variable_genes(flavor="seurat") rewritten from its source, on expm1(data)."""
+    x = np.expm1(dense_log.astype(np.float64))
+    mean, var = x.mean(axis=0), x.var(axis=0, ddof=1)
+    mean[mean == 0] = 1e-12
+    dispersion = var / mean
+    dispersion[dispersion == 0] = np.nan
+    frame = pd.DataFrame(
+        {"mean": np.log1p(mean), "variance": var, "dispersion": np.log(dispersion)}
+    )
+    frame["bin"] = pd.cut(frame["mean"], bins=n_bins)
+    stats = frame.groupby("bin", observed=True)["dispersion"].agg(avg="mean", dev="std")
+    one = stats["dev"].isna()
+    stats.loc[one, "dev"] = stats.loc[one, "avg"]
+    stats.loc[one, "avg"] = 0.0
+    per = stats.loc[frame["bin"]].set_index(frame.index)
+    frame["dispersion_norm"] = (frame["dispersion"] - per["avg"]) / per["dev"]
+    norm = frame["dispersion_norm"].to_numpy()
+    cutoff = np.sort(norm[~np.isnan(norm)])[::-1][n_top - 1]
+    frame["highly_variable"] = np.nan_to_num(norm, nan=-np.inf) >= cutoff
+    return frame
+
+
+def test_seurat_hvgs_match_scanpys_algorithm(planted, chain) -> None:
+    """The default flavor equals scanpy's seurat statistics and selection on the same values."""
+    hvgs = chain.ds.features.hvgs(chain.norm, n_top=100)
+    expected = _seurat_reference(_dense(planted, chain), n_bins=20, n_top=100)
+    for column in ("mean", "variance", "dispersion", "dispersion_norm"):
+        np.testing.assert_allclose(
+            hvgs.read(column), expected[column].to_numpy(), rtol=1e-8, equal_nan=True
+        )
+    selected = hvgs.read("highly_variable")
+    np.testing.assert_array_equal(selected, expected["highly_variable"].to_numpy())
+    assert hvgs.parameters["flavor"] == "seurat"
 
 
 # --- PCA -----------------------------------------------------------------------------------
