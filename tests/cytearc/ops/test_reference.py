@@ -445,9 +445,6 @@ def test_marker_table_ranks_the_planted_markers(planted, markers_by_type) -> Non
 
 # --- graph, clusters and markers of clusters -----------------------------------------------
 
-# umap-learn warns on import that TensorFlow is missing (ParametricUMAP); graph.neighbors
-# imports it unguarded, so the first test to build a graph would fail under filterwarnings=error.
-
 
 @pytest.fixture(scope="module")
 def clusters(chain) -> np.ndarray:
