@@ -6,11 +6,36 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
+import zarr
+
+from cytearc.metadata.membership import MEMBERSHIP_ROLE
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from cytearc.io.sources import CountSource
 
-__all__ = ["assemble_bands"]
+__all__ = ["assemble_bands", "write_membership"]
+
+
+def write_membership(store: Path, assay: str, measured: np.ndarray) -> None:
+    """Write ``<assay>_I`` into a store's cell table, as an import of a partly measured assay would.
+
+    Directly in storage, with the membership attributes in the same write, so
+    a reader never sees the column without them.
+    """
+    cells = zarr.open_group(store / "cellData", mode="r+")
+    cells.create_array(
+        f"{assay}_I",
+        data=np.asarray(measured, dtype=bool),
+        chunks=(max(1, len(measured)),),
+        dimension_names=("cell",),
+        attributes={"role": MEMBERSHIP_ROLE, "assay": assay},
+    )
+    columns = cells.attrs[COLUMNS_ATTRIBUTE]
+    assert isinstance(columns, list)
+    cells.attrs[COLUMNS_ATTRIBUTE] = [*columns, f"{assay}_I"]
 
 
 def assemble_bands(source: CountSource, rows: int | None) -> sp.csr_matrix:

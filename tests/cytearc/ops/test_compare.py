@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
-import zarr
 
 from cytearc import DataStore
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
 from cytearc.metadata.membership import UnmeasuredCellsError
+from cytearc.testing import write_membership
 from cytepool import read_cube
 from cytepool.testing import raise_if_dask_computes, tree_snapshot
 
@@ -126,16 +126,7 @@ def test_same_fingerprint_on_threads_and_a_local_cluster(
 def test_unmeasured_cells_are_refused(tmp_path: Path) -> None:
     """Pooling cells the assay did not measure raises before anything is written."""
     path = write_store(tmp_path / "ds.zarr", cluster="threads", n_cells=300, n_genes=600)
-    cells = zarr.open_group(path / "cellData", mode="r+")
-    measured = np.arange(300) % 5 != 0
-    cells.create_array(
-        "RNA_I",
-        data=measured,
-        chunks=(300,),
-        dimension_names=("cell",),
-        attributes={"role": "assay_membership", "assay": "RNA"},
-    )
-    cells.attrs["cytearc:columns"] = [*cells.attrs["cytearc:columns"], "RNA_I"]  # type: ignore[misc]
+    write_membership(path, "RNA", np.arange(300) % 5 != 0)
     ds = _threads(path, mode="r+")
     before = tree_snapshot(path)
     with pytest.raises(UnmeasuredCellsError) as info:

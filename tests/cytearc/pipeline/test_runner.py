@@ -20,6 +20,7 @@ from cytearc.metadata.membership import UnmeasuredCellsError
 from cytearc.pipeline import ledger
 from cytearc.pipeline.errors import LabelTakenError, PipelineRecordError
 from cytearc.pipeline.records import RunRecord, StageRecord
+from cytearc.testing import write_membership
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -150,16 +151,7 @@ def test_failed_stage_is_recorded(tmp_path: Path) -> None:
 def test_unmeasured_cells_refused_before_any_record(tmp_path: Path) -> None:
     """A cell_key holding cells the assay did not measure is refused before the run starts."""
     path = write_store(tmp_path / "ds.zarr", n_cells=300, n_genes=600, cluster="threads")
-    group = zarr.open_group(path / "cellData", mode="r+")
-    measured = np.arange(300) % 3 != 0
-    group.create_array(
-        "RNA_I",
-        data=measured,
-        chunks=(300,),
-        dimension_names=("cell",),
-        attributes={"role": "assay_membership", "assay": "RNA"},
-    )
-    group.attrs["cytearc:columns"] = [*group.attrs["cytearc:columns"], "RNA_I"]  # type: ignore[misc]
+    write_membership(path, "RNA", np.arange(300) % 3 != 0)
     ds = _open(path)
     with pytest.raises(UnmeasuredCellsError) as info:
         ds.pipeline.run(n_top=100, n_comps=5)
