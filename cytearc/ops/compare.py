@@ -5,9 +5,12 @@ feature: ``counts``, ``detected`` (cells with a non-zero count), and of the
 library-size normalized values ``v = x / rowSums * target_sum``:
 ``linear_sum`` (sum of ``v``), ``log_sum`` (sum of ``log1p(v)``) and
 ``log_sum_sq`` (sum of ``log1p(v)**2``), with ``n_cells``. The layers are lazy
-Dask arrays: one task per ``counts`` shard computes the sums of its cells for
-every pair (a sparse indicator product), and a fixed tree adds the shards, so
-the cube's values and fingerprint are the same on every scheduler.
+Dask arrays: one task per ``countsT`` shard (a band of features over every
+cell) computes its features' sums for every pair with a sparse indicator
+product on the non-zero values, so the matrix is read once and no partial
+sums travel between tasks (assays without ``countsT`` add up ``counts``
+shards in a fixed tree); the cube's values and fingerprint are the same on
+every scheduler.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import scipy.sparse as sp
 from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
+from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE, check_measured
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
@@ -68,15 +72,63 @@ def _pool_block(
     return np.rint(integers).astype(np.int64)[None], values[None]
 
 
+def _pool_band(
+    block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of one ``countsT`` shard (a band of features over every cell) per pair code."""
+    x = sp.csr_matrix(np.asarray(block), dtype=np.float64)
+    keep = np.flatnonzero(codes >= 0)
+    onehot = sp.csr_matrix((np.ones(len(keep)), (keep, codes[keep])), shape=(x.shape[1], n_codes))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(library > 0, target_sum / library, 0.0)
+    v = x.copy()
+    v.data *= scale[v.indices]
+    logs = v.copy()
+    logs.data = np.log1p(logs.data)
+    detected = x.copy()
+    detected.data[:] = 1.0
+
+    def pooled(m: sp.csr_matrix) -> np.ndarray:
+        return np.asarray((m @ onehot).T.toarray())
+
+    integers = np.stack([pooled(x), pooled(detected)])
+    squares = logs.copy()
+    squares.data **= 2
+    values = np.stack([pooled(v), pooled(logs), pooled(squares)])
+    return np.rint(integers).astype(np.int64), values
+
+
+def _pooled_bands(
+    source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
+) -> tuple[da.Array, da.Array]:
+    counts_t = source.countsT.rechunk({1: -1})
+    library = source.summary("rowSums").astype(np.float64)
+    ints, floats = [], []
+    for band, block in zip(counts_t.chunks[0], counts_t.to_delayed().ravel(), strict=True):
+        part = delayed(_pool_band, nout=2)(
+            block, library, codes, n_codes=n_codes, target_sum=target_sum
+        )
+        ints.append(da.from_delayed(part[0], shape=(2, n_codes, band), dtype=np.int64))
+        floats.append(da.from_delayed(part[1], shape=(3, n_codes, band), dtype=np.float64))
+    integers: da.Array = da.concatenate(ints, axis=2)
+    values: da.Array = da.concatenate(floats, axis=2)
+    return integers, values
+
+
 def pooled_layers(
     source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
 ) -> tuple[da.Array, da.Array]:
-    """Lazy sums per pair code (``-1``: not pooled) over every ``counts`` shard.
+    """Lazy sums per pair code (``-1``: not pooled).
 
     Returns ``(integers, values)`` of shapes ``(2, n_codes, n_features)``
     (counts, detected; int64) and ``(3, n_codes, n_features)`` (linear_sum,
-    log_sum, log_sum_sq; float64). Building them reads nothing.
+    log_sum, log_sum_sq; float64). Building them reads nothing. An assay with
+    ``countsT`` is pooled band by band of features, each task owning its
+    features' sums outright (one read of the matrix, nothing to add up
+    between tasks); others by ``counts`` shards added up in a fixed tree.
     """
+    if source.assayType in RNA_TYPES:
+        return _pooled_bands(source, codes, n_codes, target_sum=target_sum)
     counts = source.counts.rechunk({1: -1})
     library = source.summary("rowSums").astype(np.float64)
     n_features = source.shape[1]
