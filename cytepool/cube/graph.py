@@ -133,7 +133,7 @@ def group_tasks(
     n_groups, n_samples, _ = x.shape
     if x.chunks[0] != (1,) * n_groups or len(x.chunks[1]) > 1:
         x = x.rechunk((1, max(n_samples, 1), x.chunks[2]))
-    blocks = x.to_delayed()
+    blocks = x.to_delayed(optimize_graph=False)
     call = delayed(func, pure=pure)
     return [call(g, list(blocks[g, 0, :]), *args) for g in range(n_groups)]
 
