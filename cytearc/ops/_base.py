@@ -30,6 +30,8 @@ __all__ = [
     "MEMBERSHIP_REMEDY",
     "Selection",
     "SelectionLike",
+    "checked_mask",
+    "checked_selection",
     "digest",
     "publish",
     "resolve_selection",
@@ -210,12 +212,12 @@ def selection_mask(ds: DataStore, cell_selection: SelectionLike = None) -> np.nd
     return np.asarray(cell_selection, dtype=bool)
 
 
-def checked_selection(
+def checked_mask(
     ds: DataStore, assay: str, cell_selection: SelectionLike, *, operation: str
-) -> Selection:
-    """The selection of an operation that reads ``assay``'s values, refused if it holds unmeasured cells.
+) -> np.ndarray:
+    """The cells of an operation that reads ``assay``'s values, refused if it holds unmeasured cells.
 
-    The check comes before the selection is published, so a refusal writes nothing.
+    Reads only: nothing is published, so a refusal writes nothing.
     """
     if assay not in ds.assays:
         msg = f"{ds.where}: {operation}: no assay {assay!r}; the store has {sorted(ds.assays)}"
@@ -223,14 +225,18 @@ def checked_selection(
     key = None
     if cell_selection is None or (isinstance(cell_selection, str) and "/" not in cell_selection):
         key = cell_selection or "I"
+    mask = selection_mask(ds, cell_selection)
     check_measured(
-        ds.cells,
-        assay,
-        selection_mask(ds, cell_selection),
-        operation=operation,
-        remedy=MEMBERSHIP_REMEDY,
-        cell_key=key,
+        ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY, cell_key=key
     )
+    return mask
+
+
+def checked_selection(
+    ds: DataStore, assay: str, cell_selection: SelectionLike, *, operation: str
+) -> Selection:
+    """:func:`checked_mask`, then the selection published (or reused) as an artifact."""
+    checked_mask(ds, assay, cell_selection, operation=operation)
     return resolve_selection(ds, cell_selection)
 
 

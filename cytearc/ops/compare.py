@@ -26,14 +26,13 @@ from dask.delayed import delayed
 from cytearc.artifacts import ArtifactRef
 from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import CyteArcError
-from cytearc.metadata.membership import MEMBERSHIP_ROLE, check_measured
+from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops._base import (
-    MEMBERSHIP_REMEDY,
     SelectionLike,
+    checked_mask,
     checked_selection,
     digest,
-    selection_mask,
 )
 from cytepool import Cube
 from cytepool.cube.cube import package_version
@@ -47,55 +46,54 @@ INTEGER_LAYERS: Final = ("counts", "detected")
 VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
 
 
-def _pool_block(
-    block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
+def _pair_sums(
+    x: sp.csr_matrix, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sums of one shard's cells per pair code, on the sparse non-zero values (a few % of a shard)."""
+    """The five sums of cells x features counts ``x`` per pair code, on its non-zero values.
+
+    Returns int64 ``(2, n_codes, n_features)`` (counts, detected) and float64
+    ``(3, n_codes, n_features)`` (linear_sum, log_sum, log_sum_sq); cells of
+    code ``-1`` are left out.
+    """
+    x = sp.csr_matrix(x, dtype=np.float64)
     keep = np.flatnonzero(codes >= 0)
-    x = sp.csr_matrix(np.asarray(block)[keep], dtype=np.float64)
     indicator = sp.csr_matrix(
-        (np.ones(len(keep)), (codes[keep], np.arange(len(keep)))), shape=(n_codes, len(keep))
+        (np.ones(len(keep)), (codes[keep], keep)), shape=(n_codes, x.shape[0])
     )
-    lib = library[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(lib > 0, target_sum / lib, 0.0)
-    v = sp.csr_matrix(sp.diags(scale) @ x)
-    logs = v.log1p()
+        scale = np.where(library > 0, target_sum / library, 0.0)
+    linear = x.copy()
+    linear.data *= np.repeat(scale, np.diff(x.indptr))
+    logs = linear.copy()
+    logs.data = np.log1p(logs.data)
+    squares = logs.copy()
+    squares.data **= 2
     detected = x.copy()
     detected.data[:] = 1.0
 
     def pooled(m: sp.csr_matrix) -> np.ndarray:
         return np.asarray((indicator @ m).toarray())
 
-    integers = np.stack([pooled(x), pooled(detected)])
-    values = np.stack([pooled(v), pooled(logs), pooled(logs.multiply(logs).tocsr())])
-    return np.rint(integers).astype(np.int64)[None], values[None]
+    integers = np.rint(np.stack([pooled(x), pooled(detected)])).astype(np.int64)
+    return integers, np.stack([pooled(linear), pooled(logs), pooled(squares)])
+
+
+def _pool_block(
+    block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Sums of one ``counts`` shard's cells, with a leading axis for adding shards up."""
+    integers, values = _pair_sums(
+        sp.csr_matrix(np.asarray(block)), library, codes, n_codes=n_codes, target_sum=target_sum
+    )
+    return integers[None], values[None]
 
 
 def _pool_band(
     block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Sums of one ``countsT`` shard (a band of features over every cell) per pair code."""
-    x = sp.csr_matrix(np.asarray(block), dtype=np.float64)
-    keep = np.flatnonzero(codes >= 0)
-    onehot = sp.csr_matrix((np.ones(len(keep)), (keep, codes[keep])), shape=(x.shape[1], n_codes))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(library > 0, target_sum / library, 0.0)
-    v = x.copy()
-    v.data *= scale[v.indices]
-    logs = v.copy()
-    logs.data = np.log1p(logs.data)
-    detected = x.copy()
-    detected.data[:] = 1.0
-
-    def pooled(m: sp.csr_matrix) -> np.ndarray:
-        return np.asarray((m @ onehot).T.toarray())
-
-    integers = np.stack([pooled(x), pooled(detected)])
-    squares = logs.copy()
-    squares.data **= 2
-    values = np.stack([pooled(v), pooled(logs), pooled(squares)])
-    return np.rint(integers).astype(np.int64), values
+    """Sums of one ``countsT`` shard (a band of features over every cell)."""
+    cells = sp.csr_matrix(np.asarray(block)).T.tocsr()
+    return _pair_sums(cells, library, codes, n_codes=n_codes, target_sum=target_sum)
 
 
 def _pooled_bands(
@@ -200,25 +198,6 @@ def _sample_table(
     return pd.DataFrame(table)
 
 
-def _unpublished_selection(
-    ds: DataStore, assay: str, cell_selection: SelectionLike, *, operation: str
-) -> tuple[np.ndarray, str]:
-    """The mask of a key column or mask on a read-only store, which cannot snapshot it."""
-    mask = selection_mask(ds, cell_selection)
-    key = cell_selection if isinstance(cell_selection, str) else None
-    check_measured(
-        ds.cells,
-        assay,
-        mask,
-        operation=operation,
-        remedy=MEMBERSHIP_REMEDY,
-        cell_key=key or ("I" if cell_selection is None else None),
-    )
-    if cell_selection is None or key is not None:
-        return mask, f"cellData/{key or 'I'}"
-    return mask, f"mask {digest(mask)}"
-
-
 def compute_bulk(
     ds: DataStore,
     assay: str = "RNA",
@@ -254,7 +233,9 @@ def compute_bulk(
         selection = checked_selection(ds, assay, cell_selection, operation=operation)
         mask, ref = selection.mask, str(selection.ref)
     else:
-        mask, ref = _unpublished_selection(ds, assay, cell_selection, operation=operation)
+        mask = checked_mask(ds, assay, cell_selection, operation=operation)
+        key = cell_selection if isinstance(cell_selection, str) else None
+        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {digest(mask)}"
     source = ds.assays[assay]
     samples, has_sample = _labels(ds, sample_key, mask)
     groups, has_group = _labels(ds, group_key, mask)
