@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cytearc import __version__
@@ -100,19 +99,6 @@ def _option(text: str) -> tuple[str, Any]:
         return name, value
 
 
-def write_run_plots(ds: Any, run: Any, directory: Path) -> list[str]:  # noqa: ANN401
-    """The standard figures of a finished run: QC violins, UMAP by cluster, marker dot plot."""
-    from cytearc.plots import save_figure  # noqa: PLC0415
-
-    assay = run.record.assay
-    figures = {
-        "qc_violins.png": ds.plots.qc(assay),
-        "umap_clusters.png": ds.plots.umap(f"{assay}_leiden_cluster", assay=assay),
-        "markers_dotplot.png": ds.plots.markers(run.outputs["markers"], n=3),
-    }
-    return [str(save_figure(fig, directory / name)) for name, fig in figures.items()]
-
-
 def _writable_store(args: argparse.Namespace) -> DataStore:
     """The store of a command that writes results, on the engine its options ask for."""
     from cytearc.datastore import DataStore  # noqa: PLC0415
@@ -130,7 +116,7 @@ def _writable_store(args: argparse.Namespace) -> DataStore:
 def _run(args: argparse.Namespace) -> int:
     ds = _writable_store(args)
     run = ds.pipeline.run(args.recipe, assay=args.assay, label=args.label, **dict(args.set))
-    plots = write_run_plots(ds, run, Path(args.plots)) if args.plots else []
+    plots = [str(p) for p in ds.plots.save_run_figures(run, args.plots)] if args.plots else []
     summary = run.summary()
     doc = {
         "runId": run.run_id,

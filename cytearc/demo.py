@@ -15,16 +15,16 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
 import pandas as pd
+from sklearn.metrics import adjusted_rand_score
 
 from cytearc.datasets.synthetic import Params, write_dataset
 from cytearc.datastore import DataStore
 from cytearc.io.detect import import_data
 from cytearc.plots import save_figure
-from cytepool import plots as de_plots
 from cytepool import read_cube
 from cytepool.de import limma_voom
+from cytepool.plots import save_de_figures
 
 if TYPE_CHECKING:
     from cytepool.de import LimmaResults
@@ -34,21 +34,6 @@ __all__ = ["DESIGN", "run_demo"]
 DESIGN: Final = "~ donor + condition"
 COEF: Final = "conditionstim"
 RECIPE_OPTIONS: Final[dict[str, Any]] = {"n_top": 1500, "n_comps": 30, "resolution": 0.5}
-
-
-def _adjusted_rand(truth: np.ndarray, labels: np.ndarray) -> float:
-    """The adjusted Rand index (Hubert and Arabie), from the contingency table."""
-    _, t = np.unique(truth, return_inverse=True)
-    _, c = np.unique(labels, return_inverse=True)
-    table = np.zeros((t.max() + 1, c.max() + 1))
-    np.add.at(table, (t, c), 1)
-
-    def pairs(x: np.ndarray) -> float:
-        return float((x * (x - 1) / 2).sum())
-
-    index, rows, cols = pairs(table), pairs(table.sum(1)), pairs(table.sum(0))
-    expected = rows * cols / pairs(np.array([table.sum()]))
-    return (index - expected) / ((rows + cols) / 2 - expected)
 
 
 def _de_summary(results: LimmaResults, response: set[str]) -> list[dict[str, Any]]:
@@ -117,10 +102,8 @@ def run_demo(
     run = ds.pipeline.run("rna_standard", **RECIPE_OPTIONS)
     figures = out / "figures"
     written = [
-        save_figure(ds.plots.qc(groupby="sample"), figures / "qc_violins.png"),
-        save_figure(ds.plots.umap("RNA_leiden_cluster"), figures / "umap_clusters.png"),
+        *ds.plots.save_run_figures(run, figures),
         save_figure(ds.plots.umap("cell_type"), figures / "umap_cell_types.png"),
-        save_figure(ds.plots.markers(run.outputs["markers"], n=3), figures / "markers_dotplot.png"),
     ]
     cube_path = ds.compare.write_bulk(
         out / "pbmc.cube.zarr",
@@ -134,13 +117,7 @@ def run_demo(
     results = limma_voom(cube, design=DESIGN, coef=COEF, client=client)
     results.save(out / "de", file_format="csv", overwrite=True)
     results.table().to_csv(out / "de" / "all_groups.csv")
-    for group, result in results.items():
-        for name, draw in (
-            ("volcano", de_plots.volcano),
-            ("ma", de_plots.ma_plot),
-            ("voom_trend", de_plots.voom_trend),
-        ):
-            written.append(save_figure(draw(result), figures / f"{name}_cluster{group}.png"))
+    written += save_de_figures(results, figures, prefix="cluster")
     mask = run.artifact("cells").read("mask").astype(bool)
     labels = run.artifact("clustering").read("labels")
     cell_types = ds.cells.fetch_all("cell_type").astype(object)[mask]
@@ -151,7 +128,7 @@ def run_demo(
         "run": {"runId": run.run_id, "stages": run.summary().to_dict(orient="records")},
         "cells": {"imported": len(mask), "keptByQc": int(mask.sum())},
         "clusters": int(labels.max()),
-        "adjustedRandIndexToCellTypes": round(_adjusted_rand(cell_types, labels), 4),
+        "adjustedRandIndexToCellTypes": round(float(adjusted_rand_score(cell_types, labels)), 4),
         "cube": {
             "path": str(cube_path),
             "fingerprint": cube.fingerprint,

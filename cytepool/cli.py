@@ -140,6 +140,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _de(args: argparse.Namespace) -> int:
     from cytepool.de import LimmaResult, LimmaResults, limma_voom  # noqa: PLC0415
     from cytepool.errors import GroupSkippedError, LimmaError  # noqa: PLC0415
+    from cytepool.plots import save_de_figures  # noqa: PLC0415
 
     cube = read_cube(args.path)
     contrast = json.loads(args.contrast) if args.contrast else None
@@ -174,7 +175,7 @@ def _de(args: argparse.Namespace) -> int:
         return EXIT_MISMATCH
     out = Path(args.output)
     results.save(out, file_format=args.format, overwrite=args.overwrite)
-    figures = _de_figures(results, out / "figures") if args.plots else []
+    figures = [str(p) for p in save_de_figures(results, out / "figures")] if args.plots else []
     summary = {
         "cube": args.path,
         "fingerprint": cube.fingerprint,
@@ -202,23 +203,6 @@ def _de(args: argparse.Namespace) -> int:
     for group, reason in summary["skipped"].items():
         print(f"  {group}: skipped ({reason})")
     return EXIT_OK
-
-
-def _de_figures(results: Any, directory: Path) -> list[str]:  # noqa: ANN401 (LimmaResults)
-    from cytepool import plots  # noqa: PLC0415
-
-    written = []
-    directory.mkdir(parents=True, exist_ok=True)
-    for group, result in results.items():
-        for name, draw in (
-            ("volcano", plots.volcano),
-            ("ma", plots.ma_plot),
-            ("voom_trend", plots.voom_trend),
-        ):
-            path = directory / f"{name}_{group}.png"
-            draw(result).savefig(path, dpi=120)
-            written.append(str(path))
-    return written
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ pyplot state), or draws into ``ax=``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,11 +16,13 @@ from matplotlib.figure import Figure
 from cytepool.errors import CubeError
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable, Mapping
+
     from matplotlib.axes import Axes
 
     from cytepool.de import LimmaResult
 
-__all__ = ["ma_plot", "volcano", "voom_trend"]
+__all__ = ["ma_plot", "save_de_figures", "volcano", "voom_trend"]
 
 _UP, _DOWN, _FLAT = "#c0392b", "#2e6fb7", "#b5b5b5"
 
@@ -137,6 +140,21 @@ def voom_trend(result: LimmaResult, *, ax: Axes | None = None) -> Figure:
     axes.set_title(_title(result, "voom: mean-variance trend"), fontsize="medium")
     axes.legend(loc="best", fontsize="small", frameon=False)
     return figure
+
+
+def save_de_figures(
+    results: Mapping[Hashable, LimmaResult], directory: str | Path, *, prefix: str = ""
+) -> list[Path]:
+    """Write the volcano, MA and voom-trend plots of every result, ``<plot>_<prefix><group>.png``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for group, result in results.items():
+        for name, draw in (("volcano", volcano), ("ma", ma_plot), ("voom_trend", voom_trend)):
+            path = directory / f"{name}_{prefix}{group}.png"
+            draw(result).savefig(path, dpi=120)
+            written.append(path)
+    return written
 
 
 def _check(result: LimmaResult) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from cytearc.ops._base import selection_of
 from cytearc.ops.normalize import normalized_block
 from cytearc.plots._dotplot import dotplot
 from cytearc.plots._embedding import embedding
+from cytearc.plots._figure import save_figure
 from cytearc.plots._qc import qc_violins
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from cytearc.datastore import DataStore
+    from cytearc.pipeline.runner import PipelineRun
 
 __all__ = ["StorePlots"]
 
@@ -145,3 +148,14 @@ class StorePlots:
         mean = pd.DataFrame(artifact.read("mean")[:, chosen], index=groups, columns=labels)
         fraction = pd.DataFrame(artifact.read("fraction")[:, chosen], index=groups, columns=labels)
         return dotplot(mean, fraction, **options)
+
+    def save_run_figures(self, run: PipelineRun, directory: str | Path) -> list[Path]:
+        """The standard figures of a finished run: QC violins, UMAP by cluster, marker dot plot."""
+        assay = run.record.assay
+        directory = Path(directory)
+        figures = {
+            "qc_violins.png": self.qc(assay),
+            "umap_clusters.png": self.umap(f"{assay}_leiden_cluster", assay=assay),
+            "markers_dotplot.png": self.markers(run.outputs["markers"], n=3),
+        }
+        return [save_figure(fig, directory / name) for name, fig in figures.items()]
