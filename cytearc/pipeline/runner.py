@@ -11,6 +11,7 @@ re-raises.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -243,14 +244,7 @@ def run_pipeline(
                     **details,
                 )
                 ledger.write_stage(ds.root, record.run_id, failed, where=where)
-                record = RunRecord(
-                    **{
-                        **_run_fields(record),
-                        "finished_at_ns": now,
-                        "complete": True,
-                        **details,
-                    }
-                )
+                record = dataclasses.replace(record, finished_at_ns=now, complete=True, **details)
                 ledger.write_run(ds.root, record, where=where)
                 raise
         context.update(outputs)
@@ -270,23 +264,17 @@ def run_pipeline(
     final = {k: str(v.ref) for k, v in context.items()}
     if label is not None:
         ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=where)
-    record = RunRecord(
-        **{
-            **_run_fields(record),
-            "label": label,
-            "finished_at_ns": time.time_ns(),
-            "status": "completed",
-            "complete": True,
-            "outputs": final,
-            "fields": tuple(_fields(assay, final)),
-        }
+    record = dataclasses.replace(
+        record,
+        label=label,
+        finished_at_ns=time.time_ns(),
+        status="completed",
+        complete=True,
+        outputs=final,
+        fields=tuple(_fields(assay, final)),
     )
     ledger.write_run(ds.root, record, where=where)
     return PipelineRun(ds, record, tuple(stages))
-
-
-def _run_fields(record: RunRecord) -> dict[str, Any]:
-    return {f: getattr(record, f) for f in record.__dataclass_fields__ if not f.startswith("_")}
 
 
 class Pipeline:

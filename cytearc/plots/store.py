@@ -13,6 +13,7 @@ from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import membership_column
 from cytearc.ops._base import selection_of
 from cytearc.ops.normalize import normalized_block
+from cytearc.ops.qc import percent_columns
 from cytearc.plots._dotplot import dotplot
 from cytearc.plots._embedding import embedding
 from cytearc.plots._figure import save_figure
@@ -40,12 +41,8 @@ class StorePlots:
     ) -> Figure:
         """Violins of the QC metrics that ``qc.metrics`` wrote (cells in ``I``)."""
         ds = self._ds
-        columns = [
-            c
-            for c in ds.cells.columns
-            if (c.startswith(f"{assay}_") and c.endswith(("nCounts", "nFeatures")))
-            or c.startswith(f"{assay}_percent")
-        ]
+        metrics = (f"{assay}_nCounts", f"{assay}_nFeatures", *percent_columns(ds, assay))
+        columns = [c for c in metrics if c in ds.cells.columns]
         if not columns:
             msg = f"{ds.where}: no QC metrics of {assay!r}; run ds.qc.metrics({assay!r}) first"
             raise CyteArcError(msg)
@@ -57,7 +54,8 @@ class StorePlots:
     def gene_values(self, gene: str, *, assay: str = "RNA", target_sum: float = 1e4) -> np.ndarray:
         """One feature's log-normalized values over all cells (NaN where the assay did not measure).
 
-        ``gene`` is a feature name or id; reads one row band of ``countsT``.
+        ``gene`` is a feature name or id; reads only the chunks of ``countsT``
+        that hold its row.
         """
         ds = self._ds
         source = ds.assays[assay]
@@ -67,9 +65,8 @@ class StorePlots:
         if not len(hits):
             msg = f"{ds.where}: assay {assay!r} has no feature named {gene!r}"
             raise KeyError(msg)
-        (row,) = ds.engine.compute(source.countsT[int(hits[0])])
         values = normalized_block(
-            np.asarray(row)[:, None],
+            source.feature_rows(hits[:1]).T,
             source.summary("rowSums").astype(np.float64),
             method="library_size",
             target_sum=target_sum,
