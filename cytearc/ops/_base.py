@@ -33,6 +33,7 @@ __all__ = [
     "checked_mask",
     "checked_selection",
     "digest",
+    "group_labels",
     "publish",
     "resolve_selection",
     "row_ids_fingerprint",
@@ -63,6 +64,21 @@ def digest(values: np.ndarray) -> str:
         h.update(str(values.dtype.str).encode() + b"\n")
         h.update(np.ascontiguousarray(values).tobytes())
     return "sha256:" + h.hexdigest()
+
+
+def group_labels(ds: DataStore, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A cell column that groups cells, and which cells have a label.
+
+    NaN, negative numbers (such as the ``-1`` of cells outside a clustering)
+    and empty text are no label.
+    """
+    values = ds.cells.fetch_all(key)
+    if values.dtype.kind == "f":
+        return values, np.isfinite(values) & (values >= 0)
+    if values.dtype.kind in "iu":
+        return values, values >= 0
+    values = values.astype(object)
+    return values, np.array([v != "" for v in values], dtype=bool)
 
 
 def row_ids_fingerprint(ds: DataStore) -> str:

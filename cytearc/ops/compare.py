@@ -33,6 +33,7 @@ from cytearc.ops._base import (
     checked_mask,
     checked_selection,
     digest,
+    group_labels,
 )
 from cytepool import Cube
 from cytepool.cube.cube import package_version
@@ -150,22 +151,12 @@ def pooled_layers(
 
 
 def _labels(ds: DataStore, key: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    values = ds.cells.fetch_all(key)
-    if values.dtype.kind in "OTUS":
-        text = np.asarray([str(v) for v in values.astype(object)], dtype=object)
-        valid = text != ""
-    elif values.dtype.kind == "f":
-        valid = np.isfinite(values) & (values >= 0)
-        text = np.asarray(
-            [str(int(v)) if float(v).is_integer() else str(v) for v in values], dtype=object
-        )
-    elif values.dtype.kind in "iu":
-        valid = values >= 0
-        text = values.astype(str).astype(object)
-    else:
-        text = values.astype(str).astype(object)
-        valid = np.ones(len(values), dtype=bool)
-    return text, valid & mask
+    """Labels of a cell column as text (whole floats without a decimal point), and who has one."""
+    values, valid = group_labels(ds, key)
+    text = [
+        str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in values.tolist()
+    ]
+    return np.asarray(text, dtype=object), valid & mask
 
 
 def _order(labels: np.ndarray) -> list[str]:

@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import SelectionLike, checked_selection, digest, publish
+from cytearc.ops._base import SelectionLike, checked_selection, digest, group_labels, publish
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
@@ -113,18 +113,6 @@ def band_statistics(
     }
 
 
-def _labels(ds: DataStore, group_key: str) -> tuple[np.ndarray, np.ndarray]:
-    values = ds.cells.fetch_all(group_key)
-    if values.dtype.kind == "f":
-        valid = np.isfinite(values) & (values >= 0)
-    elif values.dtype.kind in "iu":
-        valid = values >= 0
-    else:
-        values = values.astype(object)
-        valid = np.array([v != "" for v in values], dtype=bool)
-    return values, valid
-
-
 def _band(
     block: np.ndarray, library: np.ndarray, codes: np.ndarray, n_groups: int, target_sum: float
 ) -> dict[str, np.ndarray]:
@@ -167,7 +155,7 @@ def search(
     operation = "markers.search"
     selection = checked_selection(ds, assay, cell_selection, operation=operation)
     source = ds.assays[assay]
-    labels, valid = _labels(ds, group_key)
+    labels, valid = group_labels(ds, group_key)
     mask = selection.mask & valid
     if not mask.any():
         msg = f"{ds.where}: {operation}: no selected cell has a label in {group_key!r}"
