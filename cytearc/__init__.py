@@ -6,10 +6,70 @@ or a cluster: every large array is a lazy Dask array whose blocks are the
 store's shards, and ``mem_budget`` sizes the engine.
 """
 
+from cytearc import errors
 from cytearc.datastore import DataStore
+from cytearc.errors import (
+    ArtifactError,
+    AssayTypeError,
+    AtomicClaimUnsupportedError,
+    CountCastError,
+    CyteArcError,
+    DestinationExistsError,
+    EngineConfigError,
+    IncompleteArtifactError,
+    LabelClaimBlockedError,
+    LabelClaimError,
+    LabelTakenError,
+    LayoutError,
+    MemBudgetError,
+    MissingArtifactError,
+    NonFiniteArtifactError,
+    NonFiniteCountsError,
+    PipelineRecordError,
+    PlotInputError,
+    ReadOnlyStoreError,
+    ReservedColumnError,
+    RunNotFoundError,
+    ShardAlignmentError,
+    SourceFormatError,
+    StaleSelectionError,
+    StoreFormatError,
+    UnmeasuredCellsError,
+)
 from cytearc.io.converters import SparseToZarr
 from cytepool.cube.cube import package_version
 
 __version__ = package_version()
 
-__all__ = ["DataStore", "SparseToZarr", "__version__"]
+__all__ = [
+    "ArtifactError",
+    "AssayTypeError",
+    "AtomicClaimUnsupportedError",
+    "CountCastError",
+    "CyteArcError",
+    "DataStore",
+    "DestinationExistsError",
+    "EngineConfigError",
+    "IncompleteArtifactError",
+    "LabelClaimBlockedError",
+    "LabelClaimError",
+    "LabelTakenError",
+    "LayoutError",
+    "MemBudgetError",
+    "MissingArtifactError",
+    "NonFiniteArtifactError",
+    "NonFiniteCountsError",
+    "PipelineRecordError",
+    "PlotInputError",
+    "ReadOnlyStoreError",
+    "ReservedColumnError",
+    "RunNotFoundError",
+    "ShardAlignmentError",
+    "SourceFormatError",
+    "SparseToZarr",
+    "StaleSelectionError",
+    "StoreFormatError",
+    "UnmeasuredCellsError",
+    "__version__",
+    "errors",
+]

@@ -10,15 +10,15 @@ import zarr
 from zarr.storage import FsspecStore, LocalStore
 
 from cytearc.artifacts import Artifact, ArtifactRef, Lineage, lineage, list_artifacts, open_artifact
-from cytearc.assays.types import RNA_TYPES, AssayTypeError, check_assay_types, resolve_assay_type
+from cytearc.assays.types import RNA_TYPES, check_assay_types, resolve_assay_type
 from cytearc.engine.arrays import open_lazy
 from cytearc.engine.cluster import Engine, get_engine
-from cytearc.errors import CyteArcError
+from cytearc.errors import AssayTypeError, CyteArcError, LayoutError, StoreFormatError
 from cytearc.io.importer import STORE_FORMAT, STORE_FORMAT_VERSION
 from cytearc.metadata.table import MetaData
 from cytearc.ops.accessors import Cluster, Compare, Features, Graph, Layout, Markers, Qc, Reduce
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
-from cytearc.storage.layout import CountLayout, LayoutError
+from cytearc.storage.layout import CountLayout
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,13 +28,9 @@ if TYPE_CHECKING:
     from cytearc.pipeline.runner import Pipeline
     from cytearc.plots.store import StorePlots
 
-__all__ = ["Assay", "DataStore", "StoreFormatError"]
+__all__ = ["Assay", "DataStore"]
 
 _MODES: Final = ("r", "r+")
-
-
-class StoreFormatError(CyteArcError):
-    """A store is incomplete, of another format, or its metadata disagrees with its arrays."""
 
 
 def _open_root(

@@ -1,18 +1,55 @@
-"""Exceptions raised by CyteArc.
+"""Every public exception of CyteArc.
 
-Each subclasses :class:`ValueError` (or the builtin it refines, such as
-:class:`FileExistsError`) so callers that catch the builtin keep working.
-Messages name the file or key, what was expected, what was found, and the
-remedy.
+Each subclasses :class:`CyteArcError`, a :class:`ValueError`, or also the
+builtin it refines (:class:`FileExistsError`, :class:`PermissionError`,
+:class:`KeyError`), so callers that catch the builtin keep working. Messages
+name the file or key, what was expected, what was found, and the remedy;
+``tests/cytearc/test_error_messages.py`` pins them.
+
+Examples
+--------
+>>> import cytearc
+>>> issubclass(cytearc.errors.StoreFormatError, ValueError)
+True
 """
 
 from __future__ import annotations
 
-__all__ = ["CyteArcError", "EngineConfigError", "MemBudgetError", "ShardAlignmentError"]
+__all__ = [
+    "ArtifactError",
+    "AssayTypeError",
+    "AtomicClaimUnsupportedError",
+    "CountCastError",
+    "CyteArcError",
+    "DestinationExistsError",
+    "EngineConfigError",
+    "IncompleteArtifactError",
+    "LabelClaimBlockedError",
+    "LabelClaimError",
+    "LabelTakenError",
+    "LayoutError",
+    "MemBudgetError",
+    "MissingArtifactError",
+    "NonFiniteArtifactError",
+    "NonFiniteCountsError",
+    "PipelineRecordError",
+    "PlotInputError",
+    "ReadOnlyStoreError",
+    "ReservedColumnError",
+    "RunNotFoundError",
+    "ShardAlignmentError",
+    "SourceFormatError",
+    "StaleSelectionError",
+    "StoreFormatError",
+    "UnmeasuredCellsError",
+]
 
 
 class CyteArcError(ValueError):
     """Base class of CyteArc's errors."""
+
+
+# --- engine ---------------------------------------------------------------
 
 
 class MemBudgetError(CyteArcError):
@@ -25,3 +62,144 @@ class EngineConfigError(CyteArcError):
 
 class ShardAlignmentError(CyteArcError):
     """A write would split a Zarr shard between tasks, which loses data silently."""
+
+
+# --- stores, sources and count arrays --------------------------------------
+
+
+class StoreFormatError(CyteArcError):
+    """A store is incomplete, of another format, or its metadata disagrees with its arrays."""
+
+
+class AssayTypeError(CyteArcError):
+    """An assay type is not a preset, names no assay, or conflicts with the recorded one."""
+
+
+class LayoutError(CyteArcError):
+    """A layout record is missing, malformed, or disagrees with the arrays."""
+
+
+class SourceFormatError(CyteArcError):
+    """A source file is not in the format its reader expects (named file, key, remedy)."""
+
+
+class NonFiniteCountsError(CyteArcError):
+    """Counts hold NaN or infinity."""
+
+
+class CountCastError(CyteArcError):
+    """A count does not fit the storage dtype it is cast to."""
+
+
+class DestinationExistsError(CyteArcError, FileExistsError):
+    """The destination holds keys a writer may not replace."""
+
+
+class ReadOnlyStoreError(CyteArcError, PermissionError):
+    """A write was asked of a store opened read-only."""
+
+
+class ReservedColumnError(CyteArcError):
+    """A column name is reserved (``<assay>_I``) or protected and cannot be written or dropped."""
+
+
+class UnmeasuredCellsError(CyteArcError):
+    """An operation would read an assay's values for cells the assay did not measure.
+
+    Attributes ``operation``, ``assay``, ``column``, ``unmeasured`` (how many),
+    ``selected`` (how many), ``remedy`` and ``cell_key`` name the refusal.
+    """
+
+    def __init__(  # noqa: PLR0917 (each attribute is named in the seed)
+        self,
+        operation: str,
+        assay: str,
+        column: str,
+        unmeasured: int,
+        selected: int,
+        remedy: str,
+        cell_key: str | None = None,
+    ) -> None:
+        self.operation = operation
+        self.assay = assay
+        self.column = column
+        self.unmeasured = unmeasured
+        self.selected = selected
+        self.remedy = remedy
+        self.cell_key = cell_key
+        super().__init__(
+            f"{operation}: {unmeasured} of the {selected} selected cells were not measured by assay "
+            f"{assay!r} (membership column {column!r}); their zero counts are no measurement - {remedy}"
+        )
+
+
+# --- artifacts ------------------------------------------------------------
+
+
+class NonFiniteArtifactError(CyteArcError):
+    """An artifact array holds NaN or infinity; nothing is published.
+
+    Attributes ``operation``, ``array`` and ``row`` name the first bad value.
+    """
+
+    def __init__(self, *, operation: str, array: str, row: int, value: float) -> None:
+        self.operation = operation
+        self.array = array
+        self.row = row
+        super().__init__(
+            f"{operation}: array {array!r} holds {value} at row {row}; "
+            "artifact values must be finite - check the input counts and parameters"
+        )
+
+
+class ArtifactError(CyteArcError):
+    """An artifact group or reference is malformed."""
+
+
+class MissingArtifactError(ArtifactError, KeyError):
+    """No artifact group at a reference's path."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class IncompleteArtifactError(ArtifactError):
+    """An artifact was never published (``complete`` is not True): it is never read or reused."""
+
+
+class StaleSelectionError(ArtifactError):
+    """A stored cell or feature selection was made for other row identities."""
+
+
+# --- pipeline runs --------------------------------------------------------
+
+
+class PipelineRecordError(CyteArcError):
+    """A run, stage or label-claim document is missing a field, has an unknown one, or a wrong value."""
+
+
+class RunNotFoundError(CyteArcError):
+    """No run of that ID is stored (never created, or removed)."""
+
+
+class LabelClaimError(CyteArcError):
+    """A run label cannot be claimed, or a claim cannot be abandoned."""
+
+
+class LabelTakenError(LabelClaimError):
+    """The label belongs to a completed run; choose another label."""
+
+
+class LabelClaimBlockedError(LabelClaimError):
+    """The label's current owner is incomplete (running, crashed, or unreadable), or a concurrent claim won."""
+
+
+class AtomicClaimUnsupportedError(LabelClaimError):
+    """The store cannot create a key atomically only if it is absent, so labels cannot be claimed safely."""
+
+
+# --- plots ----------------------------------------------------------------
+
+
+class PlotInputError(CyteArcError):
+    """Data given to a plotting function has the wrong shape, type or labels."""

@@ -1,11 +1,5 @@
 """Analysis artifacts: groups published by one metadata write, found again by their provenance."""
 
-from cytearc.artifacts.errors import (
-    ArtifactError,
-    IncompleteArtifactError,
-    MissingArtifactError,
-    StaleSelectionError,
-)
 from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef, make_provenance
 from cytearc.artifacts.store import (
     Artifact,
@@ -23,14 +17,10 @@ from cytearc.artifacts.store import (
 __all__ = [
     "DATASTORE_SCOPE",
     "Artifact",
-    "ArtifactError",
     "ArtifactRef",
     "ArtifactWriter",
-    "IncompleteArtifactError",
     "Lineage",
-    "MissingArtifactError",
     "PlanReceipt",
-    "StaleSelectionError",
     "find_reusable",
     "lineage",
     "list_artifacts",

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import rfc8785
 
-from cytearc.artifacts.errors import ArtifactError
+from cytearc.errors import ArtifactError
 
 __all__ = ["DATASTORE_SCOPE", "ArtifactRef", "canonical", "make_provenance"]
 

@@ -22,10 +22,14 @@ import numpy as np
 import zarr
 from zarr.codecs import ZstdCodec
 
-from cytearc.artifacts.errors import ArtifactError, IncompleteArtifactError, MissingArtifactError
 from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef
 from cytearc.engine.arrays import open_lazy, store_aligned
-from cytearc.metadata.table import ReadOnlyStoreError
+from cytearc.errors import (
+    ArtifactError,
+    IncompleteArtifactError,
+    MissingArtifactError,
+    ReadOnlyStoreError,
+)
 from cytearc.storage.finite_values import check_finite, checked_blocks
 from cytepool.cube.cube import package_version
 

@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 from cytearc._warnings import warn_user
-from cytearc.errors import CyteArcError
+from cytearc.errors import AssayTypeError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -20,7 +20,6 @@ __all__ = [
     "FEATURE_TYPE_ASSAYS",
     "PRESETS",
     "RNA_TYPES",
-    "AssayTypeError",
     "assay_for_feature_type",
     "resolve_assay_type",
 ]
@@ -50,10 +49,6 @@ FEATURE_TYPE_ASSAYS: Final = {
     "Antigen Capture": "ANTIGEN",
 }
 """10x feature types and the assays they become; others are named after their type."""
-
-
-class AssayTypeError(CyteArcError):
-    """An assay type is not a preset, names no assay, or conflicts with the recorded one."""
 
 
 def assay_for_feature_type(feature_type: str) -> str:

@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cytearc.io.sources import SourceFormatError, canonical_csr
+from cytearc.errors import SourceFormatError
+from cytearc.io.sources import canonical_csr
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import numpy as np
 import pandas as pd
 
+from cytearc.errors import SourceFormatError
 from cytearc.io.bands import (
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
@@ -23,7 +24,7 @@ from cytearc.io.bands import (
     check_band,
     check_unique_cells,
 )
-from cytearc.io.sources import FileSource, SourceFormatError
+from cytearc.io.sources import FileSource
 
 if TYPE_CHECKING:
     import os

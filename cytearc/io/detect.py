@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cytearc.errors import SourceFormatError
 from cytearc.io.converters import ToZarr
-from cytearc.io.sources import SourceFormatError
 
 if TYPE_CHECKING:
     from cytearc.io.csv import Orientation

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from cytearc.errors import SourceFormatError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
@@ -30,7 +31,7 @@ from cytearc.io.bands import (
     check_unique_cells,
     read_compressed_rows,
 )
-from cytearc.io.sources import FileSource, SourceFormatError
+from cytearc.io.sources import FileSource
 
 if TYPE_CHECKING:
     import os

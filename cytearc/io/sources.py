@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Protocol, Self, runtime_checkable
 import numpy as np
 import scipy.sparse as sp
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import SourceFormatError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,15 +38,10 @@ if TYPE_CHECKING:
 __all__ = [
     "CountSource",
     "FileSource",
-    "SourceFormatError",
     "SparseSource",
     "canonical_csr",
     "iter_bands",
 ]
-
-
-class SourceFormatError(CyteArcError):
-    """A source file is not in the format its reader expects (named file, key, remedy)."""
 
 
 @runtime_checkable

@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 import pandas as pd
 
+from cytearc.errors import SourceFormatError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
@@ -34,7 +35,7 @@ from cytearc.io.bands import (
     csr_from_triplets,
     read_compressed_rows,
 )
-from cytearc.io.sources import FileSource, SourceFormatError
+from cytearc.io.sources import FileSource
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence

@@ -1,5 +1,5 @@
 """Cell and feature tables, and assay membership."""
 
-from cytearc.metadata.table import MetaData, ReservedColumnError
+from cytearc.metadata.table import MetaData
 
-__all__ = ["MetaData", "ReservedColumnError"]
+__all__ = ["MetaData"]

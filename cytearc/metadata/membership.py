@@ -10,46 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import UnmeasuredCellsError
 
 if TYPE_CHECKING:
     import numpy as np
 
     from cytearc.metadata.table import MetaData
 
-__all__ = ["MEMBERSHIP_ROLE", "UnmeasuredCellsError", "check_measured", "membership_column"]
+__all__ = ["MEMBERSHIP_ROLE", "check_measured", "membership_column"]
 
 MEMBERSHIP_ROLE: Final = "assay_membership"
-
-
-class UnmeasuredCellsError(CyteArcError):
-    """An operation would read an assay's values for cells the assay did not measure.
-
-    Attributes ``operation``, ``assay``, ``column``, ``unmeasured`` (how many),
-    ``selected`` (how many), ``remedy`` and ``cell_key`` name the refusal.
-    """
-
-    def __init__(  # noqa: PLR0917 (each attribute is named in the seed)
-        self,
-        operation: str,
-        assay: str,
-        column: str,
-        unmeasured: int,
-        selected: int,
-        remedy: str,
-        cell_key: str | None = None,
-    ) -> None:
-        self.operation = operation
-        self.assay = assay
-        self.column = column
-        self.unmeasured = unmeasured
-        self.selected = selected
-        self.remedy = remedy
-        self.cell_key = cell_key
-        super().__init__(
-            f"{operation}: {unmeasured} of the {selected} selected cells were not measured by assay "
-            f"{assay!r} (membership column {column!r}); their zero counts are no measurement - {remedy}"
-        )
 
 
 def membership_column(cells: MetaData, assay: str) -> str | None:

@@ -17,7 +17,7 @@ import pandas as pd
 import zarr
 from zarr.codecs import ZstdCodec
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, ReadOnlyStoreError, ReservedColumnError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -26,8 +26,6 @@ __all__ = [
     "COLUMNS_ATTRIBUTE",
     "GENERATED_ATTRIBUTE",
     "MetaData",
-    "ReadOnlyStoreError",
-    "ReservedColumnError",
     "write_table",
 ]
 
@@ -36,14 +34,6 @@ GENERATED_ATTRIBUTE: Final = "cytearc:generatedBy"
 """Attribute of a column that an analysis operation wrote: ``{operation, artifact}``."""
 _CHUNK_ROWS: Final = 1 << 20
 _COMPRESSOR: Final = ZstdCodec(level=3)
-
-
-class ReservedColumnError(CyteArcError):
-    """A column name is reserved (``<assay>_I``) or protected and cannot be written or dropped."""
-
-
-class ReadOnlyStoreError(CyteArcError, PermissionError):
-    """A write was asked of a store opened read-only."""
 
 
 def _as_text(series: pd.Series) -> np.ndarray:

@@ -11,12 +11,11 @@ from cytearc.artifacts import (
     DATASTORE_SCOPE,
     Artifact,
     ArtifactRef,
-    StaleSelectionError,
     make_provenance,
     open_artifact,
     produce,
 )
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, StaleSelectionError
 from cytearc.metadata.membership import check_measured, membership_column
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 

@@ -21,9 +21,8 @@ import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, ReadOnlyStoreError
 from cytearc.metadata.membership import check_measured, membership_column
-from cytearc.metadata.table import ReadOnlyStoreError
 from cytearc.ops._base import (
     MEMBERSHIP_REMEDY,
     SelectionLike,

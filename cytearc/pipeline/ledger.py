@@ -45,13 +45,13 @@ from zarr.errors import ContainsArrayError, ContainsGroupError
 from zarr.storage import LocalStore, WrapperStore
 
 from cytearc._warnings import warn_user
-from cytearc.metadata.table import ReadOnlyStoreError
-from cytearc.pipeline.errors import (
+from cytearc.errors import (
     AtomicClaimUnsupportedError,
     LabelClaimBlockedError,
     LabelClaimError,
     LabelTakenError,
     PipelineRecordError,
+    ReadOnlyStoreError,
     RunNotFoundError,
 )
 from cytearc.pipeline.records import Interruption, LabelClaim, RunRecord, StageRecord

@@ -2,7 +2,7 @@
 
 Each record has one strict, unversioned JSON shape. Reading fails closed: a
 missing or unknown field, or a field of the wrong type, raises
-:class:`~cytearc.pipeline.errors.PipelineRecordError` naming the field, what
+:class:`~cytearc.errors.PipelineRecordError` naming the field, what
 was expected and what was found. There is no migration: within 1.x a release
 may only add fields (and must still read records written without them), and
 no release removes, renames, retypes or reinterprets one.
@@ -19,7 +19,7 @@ be written and read back unchanged:
 >>> LabelClaim.from_json({"label": "baseline"}, where="claims/00000001.json")
 Traceback (most recent call last):
 ...
-cytearc.pipeline.errors.PipelineRecordError: claims/00000001.json: label claim: missing field 'runId'; ...
+cytearc.errors.PipelineRecordError: claims/00000001.json: label claim: missing field 'runId'; ...
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import (
     cast,
 )
 
-from cytearc.pipeline.errors import PipelineRecordError
+from cytearc.errors import PipelineRecordError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -399,7 +399,7 @@ class RunRecord(_Record):
     >>> RunRecord(**{**run.__dict__, "complete": 1})
     Traceback (most recent call last):
     ...
-    cytearc.pipeline.errors.PipelineRecordError: RunRecord: run record field 'complete': expected true or false, found int 1
+    cytearc.errors.PipelineRecordError: RunRecord: run record field 'complete': expected true or false, found int 1
     """
 
     run_id: str

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cytearc.artifacts import DATASTORE_SCOPE, Artifact, StaleSelectionError
+from cytearc.artifacts import DATASTORE_SCOPE, Artifact
+from cytearc.errors import StaleSelectionError
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops._base import digest, publish
 

@@ -9,8 +9,8 @@ import pandas as pd
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.lines import Line2D
 
+from cytearc.errors import PlotInputError
 from cytearc.plots._figure import resolve_cmap, target_axes
-from cytearc.plots._validate import PlotInputError
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -9,14 +9,9 @@ from matplotlib import patheffects
 from matplotlib.colors import Colormap, Normalize
 from matplotlib.lines import Line2D
 
+from cytearc.errors import PlotInputError
 from cytearc.plots._figure import MISSING_COLOR, category_colors, resolve_cmap, target_axes
-from cytearc.plots._validate import (
-    Categories,
-    Numbers,
-    PlotInputError,
-    parse_coords,
-    parse_values,
-)
+from cytearc.plots._validate import Categories, Numbers, parse_coords, parse_values
 
 if TYPE_CHECKING:
     import numpy.typing as npt

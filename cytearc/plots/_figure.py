@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import Colormap, ListedColormap
 from matplotlib.figure import Figure, SubFigure
 
-from cytearc.plots._validate import PlotInputError
+from cytearc.errors import PlotInputError
 
 if TYPE_CHECKING:
     import os

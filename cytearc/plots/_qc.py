@@ -11,10 +11,10 @@ from matplotlib import mlab
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from cytearc.errors import PlotInputError
 from cytearc.plots._figure import category_colors, root_figure
 from cytearc.plots._validate import (
     Categories,
-    PlotInputError,
     parse_categories,
     parse_flag,
     parse_metric_columns,

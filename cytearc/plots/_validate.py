@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import PlotInputError
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = [
     "Categories",
     "Numbers",
-    "PlotInputError",
     "parse_categories",
     "parse_coords",
     "parse_flag",
@@ -31,10 +30,6 @@ __all__ = [
     "parse_thresholds",
     "parse_values",
 ]
-
-
-class PlotInputError(CyteArcError):
-    """Data given to a plotting function has the wrong shape, type or labels."""
 
 
 @dataclass(frozen=True, kw_only=True)

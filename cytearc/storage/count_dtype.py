@@ -16,11 +16,9 @@ from typing import Final
 
 import numpy as np
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import CountCastError, CyteArcError, NonFiniteCountsError
 
 __all__ = [
-    "CountCastError",
-    "NonFiniteCountsError",
     "ValueRange",
     "checked_cast",
     "resolve_count_dtype",
@@ -28,14 +26,6 @@ __all__ = [
 ]
 
 _UNSIGNED: Final = (np.uint8, np.uint16, np.uint32, np.uint64)
-
-
-class NonFiniteCountsError(CyteArcError):
-    """Counts hold NaN or infinity."""
-
-
-class CountCastError(CyteArcError):
-    """A count does not fit the storage dtype it is cast to."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,18 +18,14 @@ from typing import Final
 
 import zarr
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, DestinationExistsError
 
-__all__ = ["DestinationExistsError", "check_destination", "create_destination"]
+__all__ = ["check_destination", "create_destination"]
 
 CYTEARC_GROUPS: Final = frozenset(
     {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
 )
 _ZARR_METADATA: Final = ("zarr.json", ".zgroup", ".zarray")
-
-
-class DestinationExistsError(CyteArcError, FileExistsError):
-    """The destination holds keys a writer may not replace."""
 
 
 def _root_attributes(path: Path) -> dict[str, object] | None:

@@ -7,25 +7,9 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import NonFiniteArtifactError
 
-__all__ = ["NonFiniteArtifactError", "check_finite", "checked_blocks"]
-
-
-class NonFiniteArtifactError(CyteArcError):
-    """An artifact array holds NaN or infinity; nothing is published.
-
-    Attributes ``operation``, ``array`` and ``row`` name the first bad value.
-    """
-
-    def __init__(self, *, operation: str, array: str, row: int, value: float) -> None:
-        self.operation = operation
-        self.array = array
-        self.row = row
-        super().__init__(
-            f"{operation}: array {array!r} holds {value} at row {row}; "
-            "artifact values must be finite - check the input counts and parameters"
-        )
+__all__ = ["check_finite", "checked_blocks"]
 
 
 def check_finite(values: np.ndarray, *, operation: str, array: str, first_row: int = 0) -> None:
@@ -36,7 +20,7 @@ def check_finite(values: np.ndarray, *, operation: str, array: str, first_row: i
     >>> check_finite(np.array([[1.0, np.inf]]), operation="pca", array="coords", first_row=7)
     Traceback (most recent call last):
     ...
-    cytearc.storage.finite_values.NonFiniteArtifactError: pca: array 'coords' holds inf at row 7; ...
+    cytearc.errors.NonFiniteArtifactError: pca: array 'coords' holds inf at row 7; ...
     """
     if values.dtype.kind not in "fc":
         return

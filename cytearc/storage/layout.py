@@ -19,16 +19,12 @@ from typing import Any, Final
 
 from dask.utils import format_bytes
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import LayoutError
 
-__all__ = ["DEFAULT_LAYOUT", "IDENTITY_ROWS", "ArrayLayout", "CountLayout", "LayoutError"]
+__all__ = ["DEFAULT_LAYOUT", "IDENTITY_ROWS", "ArrayLayout", "CountLayout"]
 
 IDENTITY_ROWS: Final = 256
 """Rows per identity block; shard row counts divide it or are multiples of it."""
-
-
-class LayoutError(CyteArcError):
-    """A layout record is missing, malformed, or disagrees with the arrays."""
 
 
 @dataclass(frozen=True, kw_only=True)

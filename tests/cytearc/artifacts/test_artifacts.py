@@ -22,11 +22,8 @@ import zarr
 from cytearc import DataStore, SparseToZarr
 from cytearc.artifacts import (
     DATASTORE_SCOPE,
-    ArtifactError,
     ArtifactRef,
     ArtifactWriter,
-    IncompleteArtifactError,
-    MissingArtifactError,
     PlanReceipt,
     find_reusable,
     lineage,
@@ -38,7 +35,12 @@ from cytearc.artifacts import (
 )
 from cytearc.artifacts.store import ATTRIBUTES
 from cytearc.engine.cluster import get_engine
-from cytearc.storage.finite_values import NonFiniteArtifactError
+from cytearc.errors import (
+    ArtifactError,
+    IncompleteArtifactError,
+    MissingArtifactError,
+    NonFiniteArtifactError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -21,8 +21,7 @@ from cytearc.datasets.synthetic import (
     is_complete,
     write_dataset,
 )
-from cytearc.errors import CyteArcError
-from cytearc.storage.destinations import DestinationExistsError
+from cytearc.errors import CyteArcError, DestinationExistsError
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cytearc.errors import SourceFormatError
 from cytearc.io import csv as csv_module
 from cytearc.io.csv import CsvSource
-from cytearc.io.sources import CountSource, SourceFormatError
+from cytearc.io.sources import CountSource
 from cytearc.testing import assemble_bands
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from cytearc.errors import SourceFormatError
 from cytearc.io.h5ad import H5adSource
-from cytearc.io.sources import CountSource, SourceFormatError
+from cytearc.io.sources import CountSource
 from cytearc.testing import assemble_bands
 
 DATA = Path(__file__).parents[3].parent / "shared" / "data"

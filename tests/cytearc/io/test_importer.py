@@ -17,10 +17,8 @@ import scipy.sparse as sp
 import zarr
 
 from cytearc import DataStore, SparseToZarr
-from cytearc.errors import CyteArcError
-from cytearc.storage.count_dtype import NonFiniteCountsError
-from cytearc.storage.destinations import DestinationExistsError
-from cytearc.storage.layout import CountLayout, LayoutError
+from cytearc.errors import CyteArcError, DestinationExistsError, LayoutError, NonFiniteCountsError
+from cytearc.storage.layout import CountLayout
 from cytepool.testing import tree_snapshot
 
 if TYPE_CHECKING:

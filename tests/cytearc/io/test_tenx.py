@@ -13,7 +13,8 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from cytearc.io.sources import CountSource, SourceFormatError
+from cytearc.errors import SourceFormatError
+from cytearc.io.sources import CountSource
 from cytearc.io.tenx import TenxH5Source, TenxMtxSource
 from cytearc.testing import assemble_bands
 

@@ -12,7 +12,7 @@ import pytest
 from cytearc import DataStore
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
-from cytearc.metadata.membership import UnmeasuredCellsError
+from cytearc.errors import UnmeasuredCellsError
 from cytearc.testing import write_membership
 from cytepool import read_cube
 from cytepool.testing import raise_if_dask_computes, tree_snapshot

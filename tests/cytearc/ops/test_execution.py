@@ -12,8 +12,7 @@ from dask.callbacks import Callback
 
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
-from cytearc.errors import EngineConfigError
-from cytearc.metadata.table import ReadOnlyStoreError
+from cytearc.errors import EngineConfigError, ReadOnlyStoreError
 from cytearc.ops._base import load_selection
 from cytearc.ops.normalize import block_moments, data_chunk_rows, normalized_graph
 from cytearc.ops.pca import feature_scaling, scaled_graph

@@ -12,7 +12,8 @@ from zarr.codecs import ZstdCodec
 
 from cytearc.artifacts import ArtifactRef
 from cytearc.datasets import generate
-from cytearc.metadata.membership import MEMBERSHIP_ROLE, UnmeasuredCellsError
+from cytearc.errors import UnmeasuredCellsError
+from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import COLUMNS_ATTRIBUTE
 from cytearc.ops._base import resolve_selection
 from cytepool.testing import tree_snapshot

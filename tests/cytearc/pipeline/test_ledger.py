@@ -19,16 +19,16 @@ import zarr
 from zarr.core.sync import sync
 from zarr.storage import FsspecStore, LocalStore, MemoryStore
 
-from cytearc.metadata.table import ReadOnlyStoreError
-from cytearc.pipeline import ledger
-from cytearc.pipeline.errors import (
+from cytearc.errors import (
     AtomicClaimUnsupportedError,
     LabelClaimBlockedError,
     LabelClaimError,
     LabelTakenError,
     PipelineRecordError,
+    ReadOnlyStoreError,
     RunNotFoundError,
 )
+from cytearc.pipeline import ledger
 from cytearc.pipeline.records import RecordedError, RunRecord, StageRecord
 
 if TYPE_CHECKING:
@@ -540,7 +540,7 @@ _CLAIMER = """
 import json, pathlib, sys, time
 import zarr
 from cytearc.pipeline import ledger
-from cytearc.pipeline.errors import LabelClaimBlockedError
+from cytearc.errors import LabelClaimBlockedError
 
 store, barrier, me, pairs = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
 group = zarr.open_group(store, mode="r+")

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from cytearc.errors import CyteArcError
-from cytearc.pipeline.errors import PipelineRecordError
+from cytearc.errors import CyteArcError, PipelineRecordError
 from cytearc.pipeline.records import (
     Interruption,
     LabelClaim,

@@ -15,10 +15,8 @@ from cytearc import DataStore
 from cytearc.artifacts import list_artifacts
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
-from cytearc.errors import CyteArcError
-from cytearc.metadata.membership import UnmeasuredCellsError
+from cytearc.errors import CyteArcError, LabelTakenError, PipelineRecordError, UnmeasuredCellsError
 from cytearc.pipeline import ledger
-from cytearc.pipeline.errors import LabelTakenError, PipelineRecordError
 from cytearc.pipeline.records import RunRecord, StageRecord
 from cytearc.testing import write_membership
 

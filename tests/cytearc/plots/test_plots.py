@@ -12,8 +12,8 @@ import pytest
 from matplotlib.colors import to_rgba
 from matplotlib.figure import Figure
 
-from cytearc.errors import CyteArcError
-from cytearc.plots import PlotInputError, dotplot, embedding, qc_violins, save_figure
+from cytearc.errors import CyteArcError, PlotInputError
+from cytearc.plots import dotplot, embedding, qc_violins, save_figure
 from cytearc.plots._embedding import auto_point_size
 from cytearc.plots._figure import MISSING_COLOR
 from cytearc.plots._qc import MAX_POINTS

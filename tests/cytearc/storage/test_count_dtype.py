@@ -8,14 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cytearc.storage.count_dtype import (
-    CountCastError,
-    NonFiniteCountsError,
-    ValueRange,
-    checked_cast,
-    resolve_count_dtype,
-    scan_values,
-)
+from cytearc.errors import CountCastError, NonFiniteCountsError
+from cytearc.storage.count_dtype import ValueRange, checked_cast, resolve_count_dtype, scan_values
 
 
 @pytest.mark.parametrize(

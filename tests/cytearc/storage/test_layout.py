@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cytearc.storage.layout import DEFAULT_LAYOUT, IDENTITY_ROWS, CountLayout, LayoutError
+from cytearc.errors import LayoutError
+from cytearc.storage.layout import DEFAULT_LAYOUT, IDENTITY_ROWS, CountLayout
 
 policies = st.builds(
     lambda chunk_exp, ratio_exp: CountLayout(
