@@ -10,12 +10,14 @@ from cytearc import errors
 from cytearc.datastore import DataStore
 from cytearc.errors import (
     ArtifactError,
+    AssayNotFoundError,
     AssayTypeError,
     AtomicClaimUnsupportedError,
     CountCastError,
     CyteArcError,
     DestinationExistsError,
     EngineConfigError,
+    ImportOptionError,
     IncompleteArtifactError,
     LabelClaimBlockedError,
     LabelClaimError,
@@ -28,6 +30,7 @@ from cytearc.errors import (
     PipelineRecordError,
     PlotInputError,
     ReadOnlyStoreError,
+    RecipeError,
     ReservedColumnError,
     RunNotFoundError,
     ShardAlignmentError,
@@ -36,13 +39,21 @@ from cytearc.errors import (
     StoreFormatError,
     UnmeasuredCellsError,
 )
-from cytearc.io.converters import SparseToZarr
-from cytepool.cube.cube import package_version
+from cytearc.io import (
+    SparseToZarr,
+    import_10x_h5,
+    import_10x_mtx,
+    import_csv,
+    import_data,
+    import_h5ad,
+)
+from cytepool._versions import package_version
 
-__version__ = package_version()
+__version__ = package_version("cytearc")
 
 __all__ = [
     "ArtifactError",
+    "AssayNotFoundError",
     "AssayTypeError",
     "AtomicClaimUnsupportedError",
     "CountCastError",
@@ -50,6 +61,7 @@ __all__ = [
     "DataStore",
     "DestinationExistsError",
     "EngineConfigError",
+    "ImportOptionError",
     "IncompleteArtifactError",
     "LabelClaimBlockedError",
     "LabelClaimError",
@@ -62,6 +74,7 @@ __all__ = [
     "PipelineRecordError",
     "PlotInputError",
     "ReadOnlyStoreError",
+    "RecipeError",
     "ReservedColumnError",
     "RunNotFoundError",
     "ShardAlignmentError",
@@ -72,4 +85,9 @@ __all__ = [
     "UnmeasuredCellsError",
     "__version__",
     "errors",
+    "import_10x_h5",
+    "import_10x_mtx",
+    "import_csv",
+    "import_data",
+    "import_h5ad",
 ]

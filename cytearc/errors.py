@@ -17,12 +17,14 @@ from __future__ import annotations
 
 __all__ = [
     "ArtifactError",
+    "AssayNotFoundError",
     "AssayTypeError",
     "AtomicClaimUnsupportedError",
     "CountCastError",
     "CyteArcError",
     "DestinationExistsError",
     "EngineConfigError",
+    "ImportOptionError",
     "IncompleteArtifactError",
     "LabelClaimBlockedError",
     "LabelClaimError",
@@ -35,6 +37,7 @@ __all__ = [
     "PipelineRecordError",
     "PlotInputError",
     "ReadOnlyStoreError",
+    "RecipeError",
     "ReservedColumnError",
     "RunNotFoundError",
     "ShardAlignmentError",
@@ -69,6 +72,13 @@ class ShardAlignmentError(CyteArcError):
 
 class StoreFormatError(CyteArcError):
     """A store is incomplete, of another format, or its metadata disagrees with its arrays."""
+
+
+class AssayNotFoundError(CyteArcError, KeyError):
+    """The store has no assay of that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class AssayTypeError(CyteArcError):
@@ -133,6 +143,10 @@ class UnmeasuredCellsError(CyteArcError):
         )
 
 
+class ImportOptionError(CyteArcError, TypeError):
+    """An import was given an option that the detected format's importer does not take."""
+
+
 # --- artifacts ------------------------------------------------------------
 
 
@@ -192,6 +206,10 @@ class LabelTakenError(LabelClaimError):
 
 class LabelClaimBlockedError(LabelClaimError):
     """The label's current owner is incomplete (running, crashed, or unreadable), or a concurrent claim won."""
+
+
+class RecipeError(CyteArcError):
+    """A recipe is malformed, or a run gives it an option it does not take."""
 
 
 class AtomicClaimUnsupportedError(LabelClaimError):

@@ -1,1 +1,5 @@
-"""Assay classes by type and their normalization."""
+"""Assays of a store: :class:`Assay` and the assay type presets."""
+
+from cytearc.assays.assay import Assay
+
+__all__ = ["Assay"]

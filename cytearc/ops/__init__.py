@@ -1,21 +1,28 @@
 """Analysis operations: each reads the store through Dask and publishes an artifact.
 
-Every operation is a function taking the :class:`~cytearc.DataStore` first;
-the store's accessors (``ds.qc``, ``ds.features``, ``ds.reduce``,
-``ds.graph``, ``ds.cluster``, ``ds.layout``, ``ds.markers``) call them.
+Every operation is a function taking the store first (any
+:class:`~cytearc.storage.store.AnalysisStore`, such as a
+:class:`~cytearc.DataStore`); the store's namespaces (``ds.qc``,
+``ds.features``, ``ds.reduce``, ``ds.graph``, ``ds.cluster``,
+``ds.embedding``, ``ds.markers``, ``ds.compare``) bind them
+(:mod:`cytearc.ops.namespaces`).
 """
 
-from cytearc.ops._base import select_measured_cells
-from cytearc.ops.graph import leiden, neighbors, umap
+from cytearc.ops.clustering import leiden
+from cytearc.ops.compare import compute_bulk, write_bulk
+from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search as markers_search
 from cytearc.ops.markers import table as markers_table
+from cytearc.ops.neighbors import neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
 from cytearc.ops.qc import auto_filter, filter_cells, metrics
+from cytearc.ops.selection import select_measured_cells
 
 __all__ = [
     "auto_filter",
+    "compute_bulk",
     "filter_cells",
     "hvgs",
     "leiden",
@@ -27,4 +34,5 @@ __all__ = [
     "pca",
     "select_measured_cells",
     "umap",
+    "write_bulk",
 ]

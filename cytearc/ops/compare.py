@@ -28,20 +28,24 @@ from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
-from cytearc.ops._base import (
+from cytearc.ops.publication import values_digest
+from cytearc.ops.selection import (
     SelectionLike,
-    checked_mask,
-    checked_selection,
-    digest,
     group_labels,
+    publish_measured_selection,
+    read_measured_mask,
 )
-from cytepool import Cube
-from cytepool.cube.cube import package_version
+from cytepool import Cube, write_cube
+from cytepool._versions import package_version
 
 if TYPE_CHECKING:
-    from cytearc.datastore import Assay, DataStore
+    from pathlib import Path
 
-__all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers"]
+    from cytearc.assays import Assay
+    from cytearc.storage.store import AnalysisStore
+    from cytepool.cube.layout import Compression
+
+__all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "write_bulk"]
 
 INTEGER_LAYERS: Final = ("counts", "detected")
 VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
@@ -150,7 +154,7 @@ def pooled_layers(
     return integers, values
 
 
-def _labels(ds: DataStore, key: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _labels(ds: AnalysisStore, key: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Labels of a cell column as text (whole floats without a decimal point), and who has one."""
     values, valid = group_labels(ds, key)
     text = [
@@ -167,7 +171,7 @@ def _order(labels: np.ndarray) -> list[str]:
 
 
 def _sample_table(
-    ds: DataStore, sample_key: str, labels: np.ndarray, order: list[str], mask: np.ndarray
+    ds: AnalysisStore, sample_key: str, labels: np.ndarray, order: list[str], mask: np.ndarray
 ) -> pd.DataFrame:
     """The samples, with every cell column that is constant within each sample."""
     table: dict[str, Any] = {"sample": order}
@@ -190,7 +194,7 @@ def _sample_table(
 
 
 def compute_bulk(
-    ds: DataStore,
+    ds: AnalysisStore,
     assay: str = "RNA",
     *,
     sample_key: str,
@@ -221,12 +225,12 @@ def compute_bulk(
         or isinstance(cell_selection, ArtifactRef)
         or (isinstance(cell_selection, str) and "/" in cell_selection)
     ):
-        selection = checked_selection(ds, assay, cell_selection, operation=operation)
+        selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
         mask, ref = selection.mask, str(selection.ref)
     else:
-        mask = checked_mask(ds, assay, cell_selection, operation=operation)
+        mask = read_measured_mask(ds, assay, cell_selection, operation=operation)
         key = cell_selection if isinstance(cell_selection, str) else None
-        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {digest(mask)}"
+        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {values_digest(mask)}"
     source = ds.assays[assay]
     samples, has_sample = _labels(ds, sample_key, mask)
     groups, has_group = _labels(ds, group_key, mask)
@@ -272,7 +276,7 @@ def compute_bulk(
         },
         source={
             "tool": "cytearc",
-            "version": package_version(),
+            "version": package_version("cytearc"),
             "datasetFingerprint": ds.dataset_fingerprint,
             "countsFingerprint": source.content_fingerprint,
             "assay": assay,
@@ -280,7 +284,7 @@ def compute_bulk(
             "groupKey": group_key,
             "cellSelection": {
                 "ref": ref,
-                "fingerprint": digest(pooled),
+                "fingerprint": values_digest(pooled),
                 "nCells": int(pooled.sum()),
             },
             "memberships": {
@@ -293,3 +297,56 @@ def compute_bulk(
             },
         },
     )
+
+
+def write_bulk(
+    ds: AnalysisStore,
+    path: str | Path,
+    assay: str = "RNA",
+    *,
+    sample_key: str,
+    group_key: str,
+    cell_selection: SelectionLike = None,
+    target_sum: float = 1e4,
+    compression: Compression = "gzip",
+    overwrite: bool = False,
+) -> Path:
+    """Pool the selected cells with :func:`compute_bulk` and write the cube on the store's engine.
+
+    Parameters
+    ----------
+    ds
+        The store.
+    path
+        Where the cube is written (by convention ``<name>.cube.zarr``).
+    assay, sample_key, group_key, cell_selection, target_sum
+        As in :func:`compute_bulk`.
+    compression
+        ``"gzip"`` (default), ``"zstd"`` or None (see :func:`cytepool.write_cube`).
+    overwrite
+        Replace a cube at ``path``.
+
+    Returns
+    -------
+    pathlib.Path
+        The cube's path.
+
+    Raises
+    ------
+    UnmeasuredCellsError
+        As in :func:`compute_bulk`.
+    cytepool.errors.CubeExistsError
+        A cube is at ``path`` and ``overwrite`` is False.
+    """
+    cube = compute_bulk(
+        ds,
+        assay,
+        sample_key=sample_key,
+        group_key=group_key,
+        cell_selection=cell_selection,
+        target_sum=target_sum,
+    )
+    with ds.engine.activate():
+        return write_cube(
+            cube, path, compression=compression, overwrite=overwrite, progress=ds.show_progress
+        )

@@ -27,11 +27,11 @@ import pandas as pd
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import publish
+from cytearc.ops.publication import reuse_or_publish
 
 if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import DataStore
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = ["hvg_statistics", "hvgs", "seurat_statistics"]
 
@@ -108,7 +108,7 @@ def seurat_statistics(
 
 
 def hvgs(
-    ds: DataStore,
+    ds: AnalysisStore,
     normalized: ArtifactRef | str | Artifact,
     *,
     n_top: int = 2000,
@@ -168,7 +168,7 @@ def hvgs(
         writer.write("highly_variable", selected)
         writer.write("features", chosen.astype(np.int64))
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=source.ref.scope,
         kind="hvgs",

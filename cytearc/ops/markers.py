@@ -24,42 +24,26 @@ from scipy.stats import rankdata
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import SelectionLike, checked_selection, digest, group_labels, publish
+from cytearc.ops.publication import reuse_or_publish, values_digest
+from cytearc.ops.selection import SelectionLike, group_labels, publish_measured_selection
+from cytepool.de.toptable import p_adjust_bh
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
 
     from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import Assay, DataStore
+    from cytearc.assays import Assay
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = [
     "STATISTICS",
     "band_statistics",
-    "benjamini_hochberg",
     "marker_tasks",
     "search",
     "table",
 ]
 
 STATISTICS = ("mean", "fraction", "mean_rest", "logfc", "auroc", "score", "pvalue")
-
-
-def benjamini_hochberg(p: np.ndarray) -> np.ndarray:
-    """BH-adjusted p-values along the last axis (as R's ``p.adjust(method="BH")``).
-
-    Examples
-    --------
-    >>> benjamini_hochberg(np.array([0.01, 0.04, 0.03])).round(3).tolist()
-    [0.03, 0.04, 0.04]
-    """
-    p = np.asarray(p, dtype=np.float64)
-    n = p.shape[-1]
-    order = np.argsort(p, axis=-1)
-    ranked = np.take_along_axis(p, order, axis=-1) * n / np.arange(1, n + 1)
-    adjusted = np.minimum.accumulate(ranked[..., ::-1], axis=-1)[..., ::-1]
-    out = np.empty_like(adjusted)
-    np.put_along_axis(out, order, np.minimum(adjusted, 1.0), axis=-1)
-    return out
 
 
 def band_statistics(
@@ -138,7 +122,7 @@ def marker_tasks(
 
 
 def search(
-    ds: DataStore,
+    ds: AnalysisStore,
     assay: str = "RNA",
     *,
     group_key: str,
@@ -153,7 +137,7 @@ def search(
     of :data:`STATISTICS` plus ``padj`` as groups x features arrays.
     """
     operation = "markers.search"
-    selection = checked_selection(ds, assay, cell_selection, operation=operation)
+    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     source = ds.assays[assay]
     labels, valid = group_labels(ds, group_key)
     mask = selection.mask & valid
@@ -172,13 +156,12 @@ def search(
             writer.write(
                 name, np.concatenate([b[name] for b in bands], axis=1), finite=name != "auroc"
             )
-        writer.write(
-            "padj", benjamini_hochberg(np.concatenate([b["pvalue"] for b in bands], axis=1))
-        )
+        pvalues = np.concatenate([b["pvalue"] for b in bands], axis=1)
+        writer.write("padj", np.stack([p_adjust_bh(p) for p in pvalues]))
         writer.write("groups", np.asarray([str(g) for g in groups], dtype=object))
         writer.write("n_cells", np.bincount(codes, minlength=len(groups)).astype(np.int64))
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=assay,
         kind="markers",
@@ -186,7 +169,7 @@ def search(
         parameters={"assay": assay, "groupKey": group_key, "targetSum": float(target_sum)},
         inputs={
             "cells": selection.ref,
-            "groups": digest(labels[mask]),
+            "groups": values_digest(labels[mask]),
             "counts": source.content_fingerprint,
         },
         build=build,
@@ -195,7 +178,7 @@ def search(
 
 
 def table(
-    ds: DataStore,
+    ds: AnalysisStore,
     markers: ArtifactRef | str | Artifact,
     *,
     group: str | int | None = None,

@@ -15,12 +15,14 @@ import dask.array as da
 import numpy as np
 
 from cytearc.assays.types import RNA_TYPES
-from cytearc.ops._base import SelectionLike, checked_selection, publish
+from cytearc.ops.publication import reuse_or_publish
+from cytearc.ops.selection import SelectionLike, publish_measured_selection
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
     from cytearc.artifacts import Artifact, ArtifactWriter
-    from cytearc.datastore import Assay, DataStore
+    from cytearc.assays import Assay
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = ["DATA_CHUNK_BYTES", "block_moments", "normalize", "normalized_block", "normalized_graph"]
 
@@ -140,7 +142,7 @@ def normalized_graph(
 
 
 def normalize(
-    ds: DataStore,
+    ds: AnalysisStore,
     assay: str = "RNA",
     *,
     cell_selection: SelectionLike = None,
@@ -159,7 +161,7 @@ def normalize(
     normalized values before the log, which scanpy's HVG statistics use).
     """
     operation = "features.normalize"
-    selection = checked_selection(ds, assay, cell_selection, operation=operation)
+    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     method = method or default_method(ds.assay_types[assay])
     if method not in _METHODS:
         msg = f"{ds.where}: {operation}: method {method!r} is not one of {_METHODS}"
@@ -200,7 +202,7 @@ def normalize(
         writer.write("linear_sum", linear_moments.total)
         writer.write("linear_m2", linear_moments.m2)
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=assay,
         kind="normalized",

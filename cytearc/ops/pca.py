@@ -18,15 +18,15 @@ import scipy.linalg
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
-from cytearc.ops._base import publish
 from cytearc.ops.normalize import block_moments
+from cytearc.ops.publication import reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import DataStore
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = ["feature_moments", "feature_scaling", "pca", "scaled_block", "scaled_graph"]
 
@@ -101,7 +101,7 @@ def _signs(loadings: np.ndarray) -> np.ndarray:
 
 
 def pca(
-    ds: DataStore,
+    ds: AnalysisStore,
     normalized: ArtifactRef | str | Artifact,
     hvgs: ArtifactRef | str | Artifact,
     *,
@@ -174,7 +174,7 @@ def pca(
         "maxValue": max_value,
         "seed": seed if mode == "randomized" else None,
     }
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=norm.ref.scope,
         kind="pca",

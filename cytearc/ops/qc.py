@@ -23,24 +23,29 @@ from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import CyteArcError, ReadOnlyStoreError
 from cytearc.metadata.membership import check_measured, membership_column
-from cytearc.ops._base import (
+from cytearc.ops.publication import reuse_or_publish, values_digest, write_cell_column
+from cytearc.ops.selection import (
     MEMBERSHIP_REMEDY,
     SelectionLike,
-    _write_mask,
-    digest,
-    publish,
-    resolve_selection,
-    selection_mask,
-    write_cell_column,
+    publish_selection,
+    read_selection_mask,
+    write_selection_mask,
 )
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import DataStore
+    from cytearc.storage.store import AnalysisStore
 
-__all__ = ["DEFAULT_PATTERNS", "auto_filter", "filter_cells", "metric_assay", "metrics"]
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "auto_filter",
+    "filter_cells",
+    "metric_assay",
+    "metrics",
+    "metrics_and_filter",
+]
 
 DEFAULT_PATTERNS: Final = {"percentMito": "^MT-", "percentRibo": "^RP[SL]"}
 PERCENT_ATTRIBUTE: Final = "percentFeatures"
@@ -48,7 +53,7 @@ MAD_SCALE: Final = 1.4826
 
 
 def metrics(
-    ds: DataStore,
+    ds: AnalysisStore,
     assay: str = "RNA",
     *,
     patterns: Mapping[str, str] | None = None,
@@ -86,7 +91,7 @@ def metrics(
     return list(columns)
 
 
-def _feature_sums(ds: DataStore, assay: str, groups: list[np.ndarray]) -> list[np.ndarray]:
+def _feature_sums(ds: AnalysisStore, assay: str, groups: list[np.ndarray]) -> list[np.ndarray]:
     """Per cell, the counts summed over each group of features.
 
     From the few rows of ``countsT`` that hold them when the assay has one,
@@ -109,13 +114,13 @@ def _feature_sums(ds: DataStore, assay: str, groups: list[np.ndarray]) -> list[n
     return [np.asarray(x) for x in ds.engine.compute(*sums, show_progress=ds.show_progress)]
 
 
-def percent_columns(ds: DataStore, assay: str) -> dict[str, str]:
+def percent_columns(ds: AnalysisStore, assay: str) -> dict[str, str]:
     """The percentage columns ``assay`` recorded, with their patterns."""
     recorded = ds.root[assay].attrs.get(PERCENT_ATTRIBUTE, {})
     return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
 
 
-def metric_assay(ds: DataStore, column: str) -> str | None:
+def metric_assay(ds: AnalysisStore, column: str) -> str | None:
     """The assay whose preparation wrote the cell column ``column`` (None for other columns)."""
     for assay in ds.assays:
         generated = {f"{assay}_nCounts", f"{assay}_nFeatures"}
@@ -125,7 +130,7 @@ def metric_assay(ds: DataStore, column: str) -> str | None:
     return None
 
 
-def _check_metric(ds: DataStore, column: str, mask: np.ndarray, operation: str) -> np.ndarray:
+def _check_metric(ds: AnalysisStore, column: str, mask: np.ndarray, operation: str) -> np.ndarray:
     if column not in ds.cells.columns:
         msg = f"{ds.where}: {operation}: no cell column {column!r}; run qc.metrics first"
         raise CyteArcError(msg)
@@ -140,7 +145,7 @@ def _check_metric(ds: DataStore, column: str, mask: np.ndarray, operation: str) 
 
 
 def _publish_selection(
-    ds: DataStore,
+    ds: AnalysisStore,
     *,
     operation: str,
     parameters: dict[str, Any],
@@ -153,10 +158,10 @@ def _publish_selection(
         raise CyteArcError(msg)
 
     def build(writer: ArtifactWriter) -> None:
-        _write_mask(writer, keep, ds)
+        write_selection_mask(writer, keep, ds)
         writer.group.attrs["bounds"] = bounds
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=DATASTORE_SCOPE,
         kind="cell_selection",
@@ -168,21 +173,21 @@ def _publish_selection(
 
 
 def filter_cells(
-    ds: DataStore,
+    ds: AnalysisStore,
     bounds: Mapping[str, tuple[float | None, float | None]],
     *,
     cell_selection: SelectionLike = None,
 ) -> Artifact:
     """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open)."""
     operation = "qc.filter"
-    mask = selection_mask(ds, cell_selection)
+    mask = read_selection_mask(ds, cell_selection)
     metric_values = {c: _check_metric(ds, c, mask, operation) for c in sorted(bounds)}
-    prior = resolve_selection(ds, cell_selection)
+    prior = publish_selection(ds, cell_selection)
     keep = prior.mask.copy()
     inputs: dict[str, Any] = {"cells": prior.ref}
     for column, (low, high) in sorted(bounds.items()):
         values = metric_values[column]
-        inputs[column] = digest(values)
+        inputs[column] = values_digest(values)
         if low is not None:
             keep &= values >= low
         if high is not None:
@@ -213,7 +218,7 @@ def _mad_bounds(
 
 
 def auto_filter(
-    ds: DataStore,
+    ds: AnalysisStore,
     assay: str = "RNA",
     *,
     metrics: Sequence[str] | None = None,
@@ -227,9 +232,9 @@ def auto_filter(
         metrics = [f"{assay}_nCounts", f"{assay}_nFeatures"]
         if f"{assay}_percentMito" in ds.cells.columns:
             metrics.append(f"{assay}_percentMito")
-    mask = selection_mask(ds, cell_selection)
+    mask = read_selection_mask(ds, cell_selection)
     metric_values = {c: _check_metric(ds, c, mask, operation) for c in metrics}
-    prior = resolve_selection(ds, cell_selection)
+    prior = publish_selection(ds, cell_selection)
     samples = (
         np.zeros(ds.cells.n_rows, dtype=np.int64)
         if sample_key is None
@@ -238,11 +243,11 @@ def auto_filter(
     keep = prior.mask.copy()
     inputs: dict[str, Any] = {"cells": prior.ref}
     if sample_key is not None:
-        inputs["samples"] = digest(samples)
+        inputs["samples"] = values_digest(samples)
     bounds: dict[str, Any] = {}
     for column in metrics:
         values = metric_values[column]
-        inputs[column] = digest(values)
+        inputs[column] = values_digest(values)
         percent = column in percent_columns(ds, assay)
         bounds[column] = {}
         for sample in np.unique(samples[prior.mask]):
@@ -264,3 +269,53 @@ def auto_filter(
         keep=keep,
         bounds=bounds,
     )
+
+
+def metrics_and_filter(
+    ds: AnalysisStore,
+    assay: str = "RNA",
+    *,
+    patterns: Mapping[str, str] | None = None,
+    filter_outliers: bool = True,
+    nmads: float = 5.0,
+    sample_key: str | None = None,
+    cell_selection: SelectionLike = None,
+) -> Artifact:
+    """QC in one step: the metrics (unless the store holds them for these patterns), then the MAD filter.
+
+    The ``qc`` stage of the standard recipe.
+
+    Parameters
+    ----------
+    ds
+        The store.
+    assay
+        The assay whose metrics are computed.
+    patterns
+        As in :func:`metrics` (default :data:`DEFAULT_PATTERNS`).
+    filter_outliers
+        Filter with :func:`auto_filter`; when False the selection is returned as it is.
+    nmads, sample_key
+        As in :func:`auto_filter`.
+    cell_selection
+        The cells to filter (default: the ``I`` column).
+
+    Returns
+    -------
+    Artifact
+        A datastore ``cell_selection``.
+
+    Raises
+    ------
+    ReadOnlyStoreError
+        The metrics are missing and the store is read-only.
+    """
+    patterns = dict(DEFAULT_PATTERNS if patterns is None else patterns)
+    columns = [f"{assay}_{c}" for c in ("nCounts", "nFeatures", *patterns)]
+    if not set(columns) <= set(ds.cells.columns) or percent_columns(ds, assay) != {
+        f"{assay}_{k}": v for k, v in patterns.items()
+    }:
+        metrics(ds, assay, patterns=patterns)
+    if not filter_outliers:
+        return publish_selection(ds, cell_selection).artifact
+    return auto_filter(ds, assay, nmads=nmads, sample_key=sample_key, cell_selection=cell_selection)

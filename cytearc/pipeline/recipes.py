@@ -1,194 +1,386 @@
-"""Recipes: named sequences of stages, each with its options and defaults.
+"""Recipes as data: stages that name an operation, its inputs from earlier stages and its options.
 
-A stage is a function ``(ds, assay, context, options) -> outputs`` where
-``context`` holds the artifacts of the earlier stages by output name and
-``outputs`` maps this stage's output names to artifacts.
+A :class:`Stage` calls one operation of :mod:`cytearc.ops` (any function
+taking the store first) with arguments built from :class:`Output` (an artifact
+of an earlier stage), :class:`Option` (a setting of the recipe, with its
+default, that ``pipeline.run(..., name=value)`` overrides), :data:`ASSAY`
+(the run's assay), :class:`AssayName` (a name made from it) or a constant.
+The operation returns one artifact, named by the stage's only output, or a
+mapping of its outputs. The first stage of every recipe is
+:data:`INPUT_SNAPSHOT`, whose artifacts back a run's frozen views.
+
+Examples
+--------
+A recipe of one's own from the existing operations: QC without the outlier
+filter, then normalization, HVGs, PCA, the graph and Leiden, no UMAP.
+
+>>> from cytearc import ops
+>>> mine = Recipe(
+...     name="rna_clusters",
+...     stages=(
+...         INPUT_SNAPSHOT,
+...         Stage(
+...             name="normalize",
+...             operation=ops.normalize,
+...             outputs=("normalized",),
+...             arguments={"assay": ASSAY, "cell_selection": Output("cells"),
+...                        "target_sum": Option("target_sum", 1e4)},
+...         ),
+...         Stage(name="hvgs", operation=ops.hvgs, outputs=("hvgs",),
+...               arguments={"normalized": Output("normalized"), "n_top": Option("n_top", 500)}),
+...         Stage(name="pca", operation=ops.pca, outputs=("pca",),
+...               arguments={"normalized": Output("normalized"), "hvgs": Output("hvgs"),
+...                          "n_comps": Option("n_comps", 20)}),
+...         Stage(name="neighbors", operation=ops.neighbors, outputs=("neighbors",),
+...               arguments={"pca": Output("pca"), "k": Option("k", 15)}),
+...         Stage(name="leiden", operation=ops.leiden, outputs=("clustering",),
+...               arguments={"graph": Output("neighbors"), "resolution": Option("resolution", 1.0)}),
+...     ),
+... )
+>>> sorted(mine.config({"n_top": 1000}).items())
+[('cell_key', 'I'), ('k', 15), ('n_comps', 20), ('n_top', 1000), ('resolution', 1.0), ('target_sum', 10000.0)]
+
+``ds.pipeline.run(mine, label="clusters")`` runs and records it like a
+built-in recipe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from cytearc.errors import CyteArcError
-from cytearc.ops import graph as graph_ops
-from cytearc.ops import markers as marker_ops
-from cytearc.ops import qc as qc_ops
-from cytearc.ops._base import resolve_selection
+from cytearc.artifacts import Artifact
+from cytearc.errors import RecipeError
+from cytearc.ops import qc
+from cytearc.ops.clustering import leiden
+from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
+from cytearc.ops.markers import search
+from cytearc.ops.neighbors import neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
-from cytearc.pipeline.snapshots import feature_universe, snapshot_table
+from cytearc.pipeline.snapshots import input_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from cytearc.artifacts import Artifact
-    from cytearc.datastore import DataStore
+    from cytearc.storage.store import AnalysisStore
 
-__all__ = ["RECIPES", "Recipe", "Stage", "recipe"]
-
-Outputs = dict[str, "Artifact"]
-
+__all__ = [
+    "ASSAY",
+    "INPUT_SNAPSHOT",
+    "RECIPES",
+    "RNA_STANDARD",
+    "AssayName",
+    "Option",
+    "Output",
+    "Recipe",
+    "Stage",
+    "recipe",
+]
 
 @dataclass(frozen=True)
-class Stage:
-    """One step of a recipe: its name, function and options with their defaults."""
+class Output:
+    """An artifact of an earlier stage, by output name (passed to the operation as its ref)."""
 
     name: str
-    run: Callable[[DataStore, str, Mapping[str, Artifact], Mapping[str, Any]], Outputs]
-    defaults: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
+class Option:
+    """A setting of the recipe: ``pipeline.run(..., <name>=value)`` overrides ``default``."""
+
+    name: str
+    default: Any
+
+
+@dataclass(frozen=True)
+class AssayName:
+    """A name made from the run's assay, such as ``AssayName("{assay}_leiden_cluster")``."""
+
+    template: str
+
+
+@dataclass(frozen=True)
+class _RunAssay:
+    def __repr__(self) -> str:
+        return "ASSAY"
+
+
+ASSAY: Final = _RunAssay()
+"""The run's assay, as an argument."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One step of a recipe: an operation and where each of its arguments comes from.
+
+    Parameters
+    ----------
+    name
+        The stage's name in the run record.
+    operation
+        A function taking the store first, returning an :class:`Artifact` or a
+        mapping of output names to artifacts.
+    outputs
+        The names its artifacts take in the run (and for later stages).
+    arguments
+        The operation's keyword arguments: :class:`Output`, :class:`Option`,
+        :data:`ASSAY`, :class:`AssayName` or a constant.
+    """
+
+    name: str
+    operation: Callable[..., Artifact | Mapping[str, Artifact]]
+    outputs: tuple[str, ...]
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    def options(self) -> dict[str, Any]:
+        """The recipe options this stage reads, with their defaults."""
+        return {a.name: a.default for a in self.arguments.values() if isinstance(a, Option)}
+
+    def run(
+        self,
+        ds: AnalysisStore,
+        *,
+        assay: str,
+        context: Mapping[str, Artifact],
+        config: Mapping[str, Any],
+    ) -> dict[str, Artifact]:
+        """Call the operation with its arguments resolved; returns its outputs by name.
+
+        Parameters
+        ----------
+        ds
+            The store.
+        assay
+            The run's assay.
+        context
+            The artifacts of the earlier stages by output name.
+        config
+            The run's options.
+
+        Returns
+        -------
+        dict of str to Artifact
+            This stage's outputs.
+
+        Raises
+        ------
+        RecipeError
+            The operation returned other outputs than the stage names.
+        """
+        kwargs = {key: _resolve(v, assay, context, config) for key, v in self.arguments.items()}
+        result = self.operation(ds, **kwargs)
+        outputs = {self.outputs[0]: result} if isinstance(result, Artifact) else dict(result)
+        if tuple(sorted(outputs)) != tuple(sorted(self.outputs)):
+            msg = f"stage {self.name!r}: {self.operation.__name__} returned outputs {sorted(outputs)}, the stage names {sorted(self.outputs)}; fix the stage's outputs"
+            raise RecipeError(msg)
+        return outputs
+
+
+def _resolve(
+    value: object, assay: str, context: Mapping[str, Artifact], config: Mapping[str, Any]
+) -> object:
+    if isinstance(value, Output):
+        return context[value.name].ref
+    if isinstance(value, Option):
+        return config[value.name]
+    if isinstance(value, AssayName):
+        return value.template.format(assay=assay)
+    if value is ASSAY:
+        return assay
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Recipe:
-    """A named sequence of stages."""
+    """A named sequence of stages, validated when it is made.
+
+    Parameters
+    ----------
+    name
+        Recorded as the run's ``recipe``.
+    stages
+        The stages in order; the first is :data:`INPUT_SNAPSHOT`.
+
+    Raises
+    ------
+    RecipeError
+        Stage names repeat, an :class:`Output` names no earlier output, one
+        option has two defaults, or the first stage is not the input snapshot.
+    """
 
     name: str
     stages: tuple[Stage, ...]
 
+    def __post_init__(self) -> None:
+        where = f"recipe {self.name!r}"
+        if not self.stages or self.stages[0] != INPUT_SNAPSHOT:
+            msg = f"{where}: the first stage must be INPUT_SNAPSHOT (runs freeze their inputs there), found {[s.name for s in self.stages[:1]]}"
+            raise RecipeError(msg)
+        names = [s.name for s in self.stages]
+        if len(set(names)) != len(names):
+            msg = f"{where}: stage names must be unique, found {names}"
+            raise RecipeError(msg)
+        available: set[str] = set()
+        defaults: dict[str, Any] = {}
+        for stage in self.stages:
+            for key, value in stage.arguments.items():
+                if isinstance(value, Output) and value.name not in available:
+                    msg = f"{where}: stage {stage.name!r} argument {key!r} reads output {value.name!r}, which no earlier stage makes (earlier outputs: {sorted(available)})"
+                    raise RecipeError(msg)
+                if isinstance(value, Option):
+                    if value.name in defaults and defaults[value.name] != value.default:
+                        msg = f"{where}: option {value.name!r} has two defaults, {defaults[value.name]!r} and {value.default!r}; give every use the same default"
+                        raise RecipeError(msg)
+                    defaults[value.name] = value.default
+            available |= set(stage.outputs)
+
     def config(self, options: Mapping[str, Any]) -> dict[str, Any]:
-        """Every option of the recipe, defaults overridden by ``options``; unknown ones raise."""
-        known = {k: v for s in self.stages for k, v in s.defaults.items()}
+        """Every option of the recipe, defaults overridden by ``options``.
+
+        Parameters
+        ----------
+        options
+            The options a run gives.
+
+        Returns
+        -------
+        dict
+            The run's configuration.
+
+        Raises
+        ------
+        RecipeError
+            An option the recipe does not take.
+        """
+        known = {k: v for s in self.stages for k, v in s.options().items()}
         unknown = sorted(set(options) - set(known))
         if unknown:
             msg = f"recipe {self.name!r}: unknown options {unknown}; it takes {sorted(known)}"
-            raise CyteArcError(msg)
+            raise RecipeError(msg)
         return {**known, **options}
 
 
-def _input_snapshot(
-    ds: DataStore, assay: str, _: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "cells": resolve_selection(ds, options["cell_key"]).artifact,
-        "feature_universe": feature_universe(ds, assay),
-        "cell_metadata": snapshot_table(ds, "cells"),
-        "feature_metadata": snapshot_table(ds, assay),
-    }
+INPUT_SNAPSHOT: Final = Stage(
+    name="input_snapshot",
+    operation=input_snapshot,
+    outputs=("cells", "feature_universe", "cell_metadata", "feature_metadata"),
+    arguments={"assay": ASSAY, "cell_key": Option("cell_key", "I")},
+)
+"""The first stage of every recipe: the run's cells, feature universe and tables, frozen."""
 
-
-def _qc(
-    ds: DataStore, assay: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    patterns = dict(options["qc_patterns"])
-    columns = [f"{assay}_{c}" for c in ("nCounts", "nFeatures", *patterns)]
-    if not set(columns) <= set(ds.cells.columns) or qc_ops.percent_columns(ds, assay) != {
-        f"{assay}_{k}": v for k, v in patterns.items()
-    }:
-        qc_ops.metrics(ds, assay, patterns=patterns)
-    if not options["qc_filter"]:
-        return {"cells": context["cells"]}
-    return {
-        "cells": qc_ops.auto_filter(
-            ds,
-            assay,
-            nmads=options["qc_nmads"],
-            sample_key=options["qc_sample_key"],
-            cell_selection=context["cells"].ref,
-        )
-    }
-
-
-def _normalize(
-    ds: DataStore, assay: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "normalized": normalize(
-            ds, assay, cell_selection=context["cells"].ref, target_sum=options["target_sum"]
-        )
-    }
-
-
-def _hvgs(
-    ds: DataStore, _: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {"hvgs": hvgs(ds, context["normalized"], n_top=options["n_top"])}
-
-
-def _pca(
-    ds: DataStore, _: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "pca": pca(
-            ds,
-            context["normalized"],
-            context["hvgs"],
-            n_comps=options["n_comps"],
-            mode=options["pca_mode"],
-            seed=options["seed"],
-        )
-    }
-
-
-def _neighbors(
-    ds: DataStore, _: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "neighbors": graph_ops.neighbors(ds, context["pca"], k=options["k"], seed=options["seed"])
-    }
-
-
-def _leiden(
-    ds: DataStore, _: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "clustering": graph_ops.leiden(
-            ds, context["neighbors"], resolution=options["resolution"], seed=options["seed"]
-        )
-    }
-
-
-def _umap(
-    ds: DataStore, _: str, context: Mapping[str, Artifact], options: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "umap": graph_ops.umap(
-            ds, context["neighbors"], min_dist=options["min_dist"], seed=options["seed"]
-        )
-    }
-
-
-def _markers(
-    ds: DataStore, assay: str, context: Mapping[str, Artifact], _: Mapping[str, Any]
-) -> Outputs:
-    return {
-        "markers": marker_ops.search(
-            ds, assay, group_key=f"{assay}_leiden_cluster", cell_selection=context["cells"].ref
-        )
-    }
-
+_SEED: Final = Option("seed", 0)
 
 RNA_STANDARD: Final = Recipe(
-    "rna_standard",
-    (
-        Stage("input_snapshot", _input_snapshot, {"cell_key": "I", "seed": 0}),
+    name="rna_standard",
+    stages=(
+        INPUT_SNAPSHOT,
         Stage(
-            "qc",
-            _qc,
-            {
-                "qc_filter": True,
-                "qc_nmads": 5.0,
-                "qc_sample_key": None,
-                "qc_patterns": dict(qc_ops.DEFAULT_PATTERNS),
+            name="qc",
+            operation=qc.metrics_and_filter,
+            outputs=("cells",),
+            arguments={
+                "assay": ASSAY,
+                "patterns": Option("qc_patterns", dict(qc.DEFAULT_PATTERNS)),
+                "filter_outliers": Option("qc_filter", default=True),
+                "nmads": Option("qc_nmads", 5.0),
+                "sample_key": Option("qc_sample_key", None),
+                "cell_selection": Output("cells"),
             },
         ),
-        Stage("normalize", _normalize, {"target_sum": 1e4}),
-        Stage("hvgs", _hvgs, {"n_top": 2000}),
-        Stage("pca", _pca, {"n_comps": 50, "pca_mode": "exact"}),
-        Stage("neighbors", _neighbors, {"k": 15}),
-        Stage("leiden", _leiden, {"resolution": 1.0}),
-        Stage("umap", _umap, {"min_dist": 0.5}),
-        Stage("markers", _markers, {}),
+        Stage(
+            name="normalize",
+            operation=normalize,
+            outputs=("normalized",),
+            arguments={
+                "assay": ASSAY,
+                "cell_selection": Output("cells"),
+                "target_sum": Option("target_sum", 1e4),
+            },
+        ),
+        Stage(
+            name="hvgs",
+            operation=hvgs,
+            outputs=("hvgs",),
+            arguments={"normalized": Output("normalized"), "n_top": Option("n_top", 2000)},
+        ),
+        Stage(
+            name="pca",
+            operation=pca,
+            outputs=("pca",),
+            arguments={
+                "normalized": Output("normalized"),
+                "hvgs": Output("hvgs"),
+                "n_comps": Option("n_comps", 50),
+                "mode": Option("pca_mode", "exact"),
+                "seed": _SEED,
+            },
+        ),
+        Stage(
+            name="neighbors",
+            operation=neighbors,
+            outputs=("neighbors",),
+            arguments={"pca": Output("pca"), "k": Option("k", 15), "seed": _SEED},
+        ),
+        Stage(
+            name="leiden",
+            operation=leiden,
+            outputs=("clustering",),
+            arguments={
+                "graph": Output("neighbors"),
+                "resolution": Option("resolution", 1.0),
+                "seed": _SEED,
+            },
+        ),
+        Stage(
+            name="umap",
+            operation=umap,
+            outputs=("umap",),
+            arguments={
+                "graph": Output("neighbors"),
+                "min_dist": Option("min_dist", 0.5),
+                "seed": _SEED,
+            },
+        ),
+        Stage(
+            name="markers",
+            operation=search,
+            outputs=("markers",),
+            arguments={
+                "assay": ASSAY,
+                "group_key": AssayName("{assay}_leiden_cluster"),
+                "cell_selection": Output("cells"),
+            },
+        ),
     ),
 )
+"""QC to markers: the standard scRNA-seq analysis."""
 
 RECIPES: Final = {RNA_STANDARD.name: RNA_STANDARD}
 
 
-def recipe(name: str) -> Recipe:
-    """The recipe called ``name``."""
+def recipe(name: str | Recipe) -> Recipe:
+    """A recipe by name (or the recipe given).
+
+    Parameters
+    ----------
+    name
+        A name in :data:`RECIPES`, or a :class:`Recipe`.
+
+    Returns
+    -------
+    Recipe
+        The recipe.
+
+    Raises
+    ------
+    RecipeError
+        No recipe has that name.
+    """
+    if isinstance(name, Recipe):
+        return name
     if name not in RECIPES:
-        msg = f"no recipe {name!r}; recipes are {sorted(RECIPES)}"
-        raise CyteArcError(msg)
+        msg = f"no recipe {name!r}; recipes are {sorted(RECIPES)}, or pass a Recipe of your own (see cytearc.pipeline.recipes)"
+        raise RecipeError(msg)
     return RECIPES[name]

@@ -21,9 +21,11 @@ from tqdm import tqdm
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
 from cytearc.metadata.membership import check_measured
-from cytearc.ops._base import MEMBERSHIP_REMEDY, row_ids_fingerprint
+from cytearc.ops.publication import values_digest
 from cytearc.ops.qc import metric_assay
+from cytearc.ops.selection import MEMBERSHIP_REMEDY, row_ids_fingerprint
 from cytearc.pipeline import ledger
+from cytearc.pipeline.recipes import Recipe
 from cytearc.pipeline.recipes import recipe as find_recipe
 from cytearc.pipeline.records import (
     Interruption,
@@ -34,12 +36,12 @@ from cytearc.pipeline.records import (
 )
 from cytearc.pipeline.rss import RssSampler
 from cytearc.pipeline.snapshots import FrozenTable
-from cytepool.cube.cube import package_version
+from cytepool._versions import package_version
 
 if TYPE_CHECKING:
     from cytearc.artifacts import PlanReceipt
-    from cytearc.datastore import DataStore
     from cytearc.pipeline.records import JSON
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = ["Pipeline", "PipelineRun", "run_pipeline"]
 
@@ -63,7 +65,7 @@ def _count(plans: tuple[PlanDisposition, ...], disposition: str) -> int:
 class PipelineRun:
     """A recorded run: its record, stages, outputs and frozen tables."""
 
-    ds: DataStore
+    ds: AnalysisStore
     record: RunRecord
     stages: tuple[StageRecord, ...]
 
@@ -93,9 +95,7 @@ class PipelineRun:
     @property
     def features(self) -> FrozenTable:
         """The feature table as the run saw it; ``I`` is the run's feature universe."""
-        from cytearc.ops._base import digest  # noqa: PLC0415
-
-        ids = digest(self.ds.assays[self.record.assay].features.fetch_all("ids"))
+        ids = values_digest(self.ds.assays[self.record.assay].features.fetch_all("ids"))
         return FrozenTable(
             self.artifact("feature_metadata"), self.artifact("feature_universe"), row_ids=ids
         )
@@ -140,13 +140,13 @@ def _fields(assay: str, outputs: dict[str, str]) -> list[dict[str, JSON]]:
     ]
 
 
-def _check_cells(ds: DataStore, assay: str, config: dict[str, Any]) -> None:
+def _check_cells(ds: AnalysisStore, assay: str, config: dict[str, Any]) -> None:
     key = config["cell_key"]
     mask = ds.cells.fetch_all(key).astype(bool)
     check_measured(
         ds.cells, assay, mask, operation="pipeline.run", remedy=MEMBERSHIP_REMEDY, cell_key=key
     )
-    for column in ("nCounts", "nFeatures", *config["qc_patterns"]):
+    for column in ("nCounts", "nFeatures", *config.get("qc_patterns", {})):
         other = metric_assay(ds, f"{assay}_{column}")
         if other is not None and other != assay:
             check_measured(
@@ -160,9 +160,9 @@ def _check_cells(ds: DataStore, assay: str, config: dict[str, Any]) -> None:
 
 
 def run_pipeline(
-    ds: DataStore,
+    ds: AnalysisStore,
     *,
-    recipe: str = "rna_standard",
+    recipe: str | Recipe = "rna_standard",
     assay: str = "RNA",
     label: str | None = None,
     **stage_options: Any,
@@ -181,9 +181,7 @@ def run_pipeline(
     plan = find_recipe(recipe)
     config = plan.config(stage_options)
     where = ds.where
-    if assay not in ds.assays:
-        msg = f"{where}: pipeline.run: no assay {assay!r}; the store has {sorted(ds.assays)}"
-        raise KeyError(msg)
+    ds.assays[assay]
     _check_cells(ds, assay, config)
     if label is not None:
         ledger.require_atomic_claims(ds.root, where=where)
@@ -191,14 +189,14 @@ def run_pipeline(
     client = ds.engine.client
     record = RunRecord(
         run_id=ledger.new_run_id(),
-        recipe=recipe,
+        recipe=plan.name,
         requested_label=label,
         label=None,
         assay=assay,
         started_at_ns=time.time_ns(),
         status="running",
         complete=False,
-        cytearc_version=package_version(),
+        cytearc_version=package_version("cytearc"),
         config=config,
         stage_order=tuple(s.name for s in plan.stages),
     )
@@ -219,7 +217,7 @@ def run_pipeline(
         clock = time.perf_counter()
         with planning_receipts() as receipts, RssSampler(client) as sampler:
             try:
-                outputs = stage.run(ds, assay, context, config)
+                outputs = stage.run(ds, assay=assay, context=context, config=config)
             except BaseException as error:
                 interrupted = isinstance(error, KeyboardInterrupt)
                 now = time.time_ns()
@@ -280,12 +278,12 @@ def run_pipeline(
 class Pipeline:
     """``ds.pipeline``: run recipes, list and reopen runs, abandon a stuck label claim."""
 
-    def __init__(self, ds: DataStore) -> None:
+    def __init__(self, ds: AnalysisStore) -> None:
         self._ds = ds
 
     def run(
         self,
-        recipe: str = "rna_standard",
+        recipe: str | Recipe = "rna_standard",
         *,
         assay: str = "RNA",
         label: str | None = None,

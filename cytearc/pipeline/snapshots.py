@@ -14,25 +14,26 @@ import numpy as np
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.errors import StaleSelectionError
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
-from cytearc.ops._base import digest, publish
+from cytearc.ops.publication import reuse_or_publish, values_digest
+from cytearc.ops.selection import publish_selection
 
 if TYPE_CHECKING:
     from cytearc.artifacts import ArtifactWriter
-    from cytearc.datastore import DataStore
     from cytearc.metadata.table import MetaData
+    from cytearc.storage.store import AnalysisStore
 
-__all__ = ["FrozenTable", "feature_universe", "snapshot_table"]
+__all__ = ["FrozenTable", "feature_universe", "input_snapshot", "snapshot_table"]
 
 
-def feature_universe(ds: DataStore, assay: str) -> Artifact:
+def feature_universe(ds: AnalysisStore, assay: str) -> Artifact:
     """An all-feature selection of ``assay`` bound to its ordered feature ids."""
-    ids = digest(ds.assays[assay].features.fetch_all("ids"))
+    ids = values_digest(ds.assays[assay].features.fetch_all("ids"))
     n = ds.assays[assay].shape[1]
 
     def build(writer: ArtifactWriter) -> None:
         writer.write("mask", np.ones(n, dtype=bool), attributes={"rowIds": ids})
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=assay,
         kind="feature_selection",
@@ -43,11 +44,11 @@ def feature_universe(ds: DataStore, assay: str) -> Artifact:
     )
 
 
-def _table(ds: DataStore, table: str) -> MetaData:
+def _table(ds: AnalysisStore, table: str) -> MetaData:
     return ds.cells if table == "cells" else ds.assays[table].features
 
 
-def snapshot_table(ds: DataStore, table: str) -> Artifact:
+def snapshot_table(ds: AnalysisStore, table: str) -> Artifact:
     """A copy of the cell table (``"cells"``) or of an assay's feature table.
 
     Columns that analysis operations generated (``cytearc:generatedBy``) are
@@ -65,13 +66,13 @@ def snapshot_table(ds: DataStore, table: str) -> Artifact:
             writer.write(f"c{i:04d}", stored, finite=False, attributes={"column": column})
         writer.group.attrs["columns"] = columns
 
-    return publish(
+    return reuse_or_publish(
         ds,
         scope=DATASTORE_SCOPE if table == "cells" else table,
         kind="metadata_snapshot",
         operation="snapshot_metadata",
         parameters={"table": table},
-        inputs={"columns": {c: digest(v) for c, v in values.items()}},
+        inputs={"columns": {c: values_digest(v) for c, v in values.items()}},
         build=build,
     )
 
@@ -105,3 +106,31 @@ class FrozenTable:
 
     def __repr__(self) -> str:
         return f"<FrozenTable {self._snapshot.ref}: {self.columns}>"
+
+
+def input_snapshot(ds: AnalysisStore, assay: str = "RNA", *, cell_key: str = "I") -> dict[str, Artifact]:
+    """What a run starts from, frozen: its cells, its feature universe and both tables.
+
+    The first stage of every recipe.
+
+    Parameters
+    ----------
+    ds
+        The store.
+    assay
+        The run's assay.
+    cell_key
+        The boolean cell column the run starts from.
+
+    Returns
+    -------
+    dict of str to Artifact
+        ``cells`` (a ``cell_selection``), ``feature_universe``,
+        ``cell_metadata`` and ``feature_metadata``.
+    """
+    return {
+        "cells": publish_selection(ds, cell_key).artifact,
+        "feature_universe": feature_universe(ds, assay),
+        "cell_metadata": snapshot_table(ds, "cells"),
+        "feature_metadata": snapshot_table(ds, assay),
+    }

@@ -11,9 +11,9 @@ import pandas as pd
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import CyteArcError
 from cytearc.metadata.membership import membership_column
-from cytearc.ops._base import selection_of
 from cytearc.ops.normalize import normalized_block
 from cytearc.ops.qc import percent_columns
+from cytearc.ops.selection import artifact_cell_mask
 from cytearc.plots._dotplot import dotplot
 from cytearc.plots._embedding import embedding
 from cytearc.plots._figure import save_figure
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
-    from cytearc.datastore import DataStore
     from cytearc.pipeline.runner import PipelineRun
+    from cytearc.storage.store import AnalysisStore
 
 __all__ = ["StorePlots"]
 
@@ -33,7 +33,7 @@ __all__ = ["StorePlots"]
 class StorePlots:
     """Plots of one store: ``qc``, ``umap`` and ``markers``."""
 
-    def __init__(self, ds: DataStore) -> None:
+    def __init__(self, ds: AnalysisStore) -> None:
         self._ds = ds
 
     def qc(
@@ -93,13 +93,13 @@ class StorePlots:
         ds = self._ds
         if umap is not None:
             artifact = umap if isinstance(umap, Artifact) else open_artifact(ds.root, umap)
-            mask = selection_of(ds, artifact)
+            mask = artifact_cell_mask(ds, artifact)
             coords = np.full((ds.cells.n_rows, 2), np.nan)
             coords[mask] = artifact.read("coords")[:, :2]
         else:
             names = [f"{assay}_UMAP1", f"{assay}_UMAP2"]
             if not set(names) <= set(ds.cells.columns):
-                msg = f"{ds.where}: no UMAP of {assay!r}; run ds.layout.umap(...) or the pipeline first"
+                msg = f"{ds.where}: no UMAP of {assay!r}; run ds.embedding.umap(...) or the pipeline first"
                 raise CyteArcError(msg)
             coords = np.column_stack([ds.cells.fetch_all(n) for n in names])
         keep = np.isfinite(coords).all(axis=1)

@@ -114,7 +114,7 @@ class CountLayout:
         ):
             msg = (
                 f"{where}: attribute 'cytearc:countMatrixLayout': expected exactly integer "
-                f"unitBytes and chunkBytes, found {value!r}; rebuild the store with repack_zarr --data-only"
+                f"unitBytes and chunkBytes, found {value!r}; re-import the source (the store cannot be read without its layout record)"
             )
             raise LayoutError(msg)
         return cls(unit_bytes=value["unitBytes"], chunk_bytes=value["chunkBytes"])

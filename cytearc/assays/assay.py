@@ -1,0 +1,219 @@
+"""``Assay``: one assay of a store, its feature table and its count arrays, validated on open."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import zarr
+
+from cytearc.assays.types import RNA_TYPES
+from cytearc.engine.arrays import open_lazy
+from cytearc.errors import CyteArcError, LayoutError, StoreFormatError
+from cytearc.metadata.table import MetaData
+from cytearc.storage.counts import LAYOUT_ATTRIBUTE
+from cytearc.storage.layout import CountLayout
+from cytearc.storage.nodes import child_group
+
+if TYPE_CHECKING:
+    import dask.array as da
+
+__all__ = ["SUMMARIES", "Assay"]
+
+SUMMARIES = ("rowSums", "rowPositive", "columnPositive")
+"""The arrays of an assay's ``countSummaries`` group."""
+
+
+class Assay:
+    """One assay of a store: its type, feature table, and count arrays as lazy Dask arrays.
+
+    Opening checks what the seed requires of the assay's arrays: ``counts``
+    (and ``countsT`` for RNA types) sharded Zarr v3 arrays whose shards and
+    chunks are those of the recorded layout, a feature table of as many rows
+    as counts has columns, and count summaries bound to these counts.
+
+    Parameters
+    ----------
+    name
+        The assay's group name below the store root.
+    assay_type
+        Its preset (see :mod:`cytearc.assays.types`).
+    root
+        The store's root group.
+    where
+        The store's location, for messages.
+    writable
+        Whether the feature table may be written.
+
+    Raises
+    ------
+    StoreFormatError
+        A group or array is missing, of another kind or shape, or the
+        summaries describe other counts.
+    LayoutError
+        The layout records of the arrays disagree with each other or the arrays.
+    """
+
+    def __init__(
+        self, *, name: str, assay_type: str, root: zarr.Group, where: str, writable: bool
+    ) -> None:
+        self.name = name
+        self.assayType = assay_type
+        self.where = f"{where}/{name}"
+        group = child_group(root, name, where=where)
+        self.features = MetaData(
+            child_group(group, "featureData", where=self.where),
+            dimension="feature",
+            where=f"{self.where}/featureData",
+            writable=writable,
+        )
+        self.matrix = child_group(
+            child_group(root, "matrices", where=where), name, where=f"{where}/matrices"
+        )
+        self.layout = CountLayout.from_json(
+            self.matrix.attrs.get(LAYOUT_ATTRIBUTE), where=f"{where}/matrices/{name}"
+        )
+        self._counts = self._count_array("counts", shape=None)
+        n_cells, n_features = self._counts.shape
+        if n_features != self.features.n_rows:
+            msg = f"{self.where}: counts has {n_features} features, the feature table {self.features.n_rows}; re-import the store"
+            raise StoreFormatError(msg)
+        self._counts_t = None
+        if assay_type in RNA_TYPES:
+            self._counts_t = self._count_array("countsT", shape=(n_features, n_cells))
+            if self._counts_t.dtype != self._counts.dtype:
+                msg = f"{self.where}: countsT has dtype {self._counts_t.dtype}, counts {self._counts.dtype}; re-import the store"
+                raise StoreFormatError(msg)
+        self._validate_summaries()
+
+    def _count_array(self, name: str, *, shape: tuple[int, int] | None) -> zarr.Array[Any]:
+        where = f"{self.where}: {name}"
+        if name not in set(self.matrix.array_keys()):
+            msg = f"{where} is missing; an {self.assayType} assay needs it - re-import the source"
+            raise StoreFormatError(msg)
+        array = self.matrix[name]
+        if (
+            not isinstance(array, zarr.Array)
+            or array.metadata.zarr_format != 3
+            or array.shards is None
+        ):
+            msg = f"{where} must be a sharded Zarr v3 array; re-import the store"
+            raise StoreFormatError(msg)
+        if shape is not None and tuple(array.shape) != shape:
+            msg = f"{where} has shape {tuple(array.shape)}, expected {shape} (counts transposed)"
+            raise StoreFormatError(msg)
+        recorded = CountLayout.from_json(array.attrs.get(LAYOUT_ATTRIBUTE), where=where)
+        if recorded != self.layout:
+            msg = f"{where}: layout {recorded.to_json()} disagrees with the matrix group's {self.layout.to_json()}"
+            raise LayoutError(msg)
+        rows, cols = array.shape
+        expected = self.layout.array_layout((rows, cols), itemsize=np.dtype(array.dtype).itemsize)
+        if (tuple(array.shards), tuple(array.chunks)) != (expected.shards, expected.chunks):
+            msg = f"{where}: shards {array.shards} and chunks {array.chunks} are not the layout's {expected.shards} and {expected.chunks}"
+            raise LayoutError(msg)
+        return array
+
+    def _validate_summaries(self) -> None:
+        fingerprint = self._counts.attrs.get("content_fingerprint")
+        summaries = self.matrix.get("countSummaries")
+        if (
+            not isinstance(summaries, zarr.Group)
+            or summaries.attrs.get("source_fingerprint") != fingerprint
+        ):
+            msg = f"{self.where}: countSummaries are missing or bound to other counts; re-import the source"
+            raise StoreFormatError(msg)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(n_cells, n_features)`` of the counts."""
+        n_cells, n_features = self._counts.shape
+        return (n_cells, n_features)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage dtype of ``counts`` and ``countsT``."""
+        return np.dtype(self._counts.dtype)
+
+    @property
+    def content_fingerprint(self) -> str:
+        """The identity of the counts (see :mod:`cytearc.storage.identity`)."""
+        return str(self._counts.attrs["content_fingerprint"])
+
+    @property
+    def counts(self) -> da.Array:
+        """Cells x features, lazy, one block per shard."""
+        return open_lazy(self._counts)
+
+    @property
+    def countsT(self) -> da.Array:  # noqa: N802 (the store's array name)
+        """Features x cells, lazy, one block per shard (RNA-type assays).
+
+        Raises
+        ------
+        AttributeError
+            The assay is not of an RNA type and stores no ``countsT``.
+        """
+        if self._counts_t is None:
+            msg = f"{self.where}: a {self.assayType} assay has no countsT (only RNA-type assays store it); use counts"
+            raise AttributeError(msg)
+        return open_lazy(self._counts_t)
+
+    def feature_rows(self, features: np.ndarray) -> np.ndarray:
+        """The counts of a few features over every cell.
+
+        Read from ``countsT`` with an orthogonal selection, so only the inner
+        chunks that hold these features are fetched and decoded (a handful of
+        genes reads a fraction of a percent of the matrix).
+
+        Parameters
+        ----------
+        features
+            Feature positions.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``(len(features), n_cells)`` of the storage dtype.
+
+        Raises
+        ------
+        AttributeError
+            The assay stores no ``countsT``.
+        """
+        if self._counts_t is None:
+            msg = f"{self.where}: a {self.assayType} assay has no countsT to read features from; read columns of counts instead"
+            raise AttributeError(msg)
+        rows = np.asarray(features, dtype=np.int64)
+        if not len(rows):
+            return np.zeros((0, self.shape[0]), dtype=self.dtype)
+        return np.asarray(self._counts_t.get_orthogonal_selection((rows, slice(None))))
+
+    def summary(self, name: str) -> np.ndarray:
+        """A count summary, one value per cell or per feature.
+
+        Parameters
+        ----------
+        name
+            ``rowSums``, ``rowPositive`` or ``columnPositive``.
+
+        Returns
+        -------
+        numpy.ndarray
+            The summary's values.
+
+        Raises
+        ------
+        CyteArcError
+            ``name`` is not one of the summaries.
+        """
+        if name not in SUMMARIES:
+            msg = f"{self.where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)}"
+            raise CyteArcError(msg)
+        array = child_group(self.matrix, "countSummaries", where=self.where).get(name)
+        if not isinstance(array, zarr.Array):
+            msg = f"{self.where}/countSummaries/{name}: missing; re-import the source"
+            raise StoreFormatError(msg)
+        return np.asarray(array[:])
+
+    def __repr__(self) -> str:
+        return f"<Assay {self.name} ({self.assayType}): {self._counts.shape[0]} cells x {self._counts.shape[1]} features, {self._counts.dtype}>"

@@ -1,0 +1,83 @@
+"""``cluster.leiden``: Leiden clusters of the kNN graph's connectivities (leidenalg on igraph), seeded."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from cytearc.ops.neighbors import load_connectivities
+from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
+from cytearc.ops.selection import artifact_cell_mask
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import Artifact, ArtifactWriter
+    from cytearc.storage.store import AnalysisStore
+
+__all__ = ["leiden"]
+
+
+def leiden(
+    ds: AnalysisStore,
+    graph: ArtifactLike,
+    *,
+    resolution: float = 1.0,
+    seed: int = 0,
+    n_iterations: int = -1,
+    label: str | None = None,
+    invalidate_cache: bool = False,
+) -> Artifact:
+    """Leiden clusters of the connectivities (a ``clustering`` artifact).
+
+    Clusters are numbered from 1 by decreasing size. The labels are also
+    written to the cell column ``<assay>_leiden_cluster`` (or ``label``),
+    with -1 for cells outside the selection.
+    """
+    source = open_input(ds, graph, kind="neighbors", operation="cluster.leiden")
+
+    def build(writer: ArtifactWriter) -> None:
+        import igraph  # noqa: PLC0415
+        import leidenalg  # noqa: PLC0415
+
+        conn = sp.triu(load_connectivities(source), k=1).tocoo()
+        g = igraph.Graph(
+            n=conn.shape[0],
+            edges=list(zip(conn.row.tolist(), conn.col.tolist(), strict=True)),
+            directed=False,
+        )
+        partition = leidenalg.find_partition(
+            g,
+            leidenalg.RBConfigurationVertexPartition,
+            weights=conn.data.astype(np.float64).tolist(),
+            resolution_parameter=resolution,
+            n_iterations=n_iterations,
+            seed=seed,
+        )
+        raw = np.asarray(partition.membership, dtype=np.int64)
+        sizes = np.bincount(raw)
+        order = np.argsort(-sizes, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(1, len(order) + 1)
+        writer.write("labels", rank[raw].astype(np.int32))
+
+    artifact = reuse_or_publish(
+        ds,
+        scope=source.ref.scope,
+        kind="clustering",
+        operation="cluster.leiden",
+        parameters={"resolution": float(resolution), "seed": seed, "nIterations": n_iterations},
+        inputs={"neighbors": source.ref},
+        build=build,
+        invalidate_cache=invalidate_cache,
+    )
+    column = label or f"{source.ref.scope}_leiden_cluster"
+    write_cell_column(
+        ds,
+        column,
+        artifact.read("labels"),
+        mask=artifact_cell_mask(ds, artifact),
+        fill=-1,
+        artifact=artifact,
+    )
+    return artifact

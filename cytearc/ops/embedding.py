@@ -1,0 +1,95 @@
+"""``embedding.umap``: UMAP coordinates from the stored kNN graph (umap-learn's layout), seeded."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cytearc.artifacts import Artifact, open_artifact
+from cytearc.ops.neighbors import load_connectivities, umap_module
+from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
+from cytearc.ops.selection import artifact_cell_mask
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.storage.store import AnalysisStore
+
+__all__ = ["umap"]
+
+
+def umap(
+    ds: AnalysisStore,
+    graph: ArtifactLike,
+    *,
+    n_components: int = 2,
+    min_dist: float = 0.5,
+    spread: float = 1.0,
+    n_epochs: int | None = None,
+    seed: int = 0,
+    invalidate_cache: bool = False,
+) -> Artifact:
+    """UMAP coordinates from the stored graph (a ``umap`` artifact), initialised from PCA.
+
+    Also written to the cell columns ``<assay>_UMAP1``, ``<assay>_UMAP2``
+    (NaN outside the selection).
+    """
+    source = open_input(ds, graph, kind="neighbors", operation="layout.umap")
+    pca_ref = source.inputs()["pca"]
+
+    def build(writer: ArtifactWriter) -> None:
+        umap_ = umap_module()
+        conn = load_connectivities(source).tocoo()
+        coords = open_artifact(ds.root, pca_ref).read("coords")
+        init = coords[:, :n_components].astype(np.float64)
+        init = 10 * (init - init.mean(0)) / np.maximum(np.abs(init).max(0), 1e-12) / 2
+        a, b = umap_.find_ab_params(spread, min_dist)
+        epochs = n_epochs or (500 if conn.shape[0] <= 10000 else 200)
+        embedding, _ = umap_.simplicial_set_embedding(
+            data=coords,
+            graph=conn,
+            n_components=n_components,
+            initial_alpha=1.0,
+            a=a,
+            b=b,
+            gamma=1.0,
+            negative_sample_rate=5,
+            n_epochs=epochs,
+            init=init,
+            random_state=np.random.RandomState(seed),
+            metric="euclidean",
+            metric_kwds={},
+            densmap=False,
+            densmap_kwds={},
+            output_dens=False,
+        )
+        writer.write("coords", np.asarray(embedding, dtype=np.float32))
+
+    artifact = reuse_or_publish(
+        ds,
+        scope=source.ref.scope,
+        kind="umap",
+        operation="layout.umap",
+        parameters={
+            "nComponents": n_components,
+            "minDist": float(min_dist),
+            "spread": float(spread),
+            "nEpochs": n_epochs,
+            "seed": seed,
+        },
+        inputs={"neighbors": source.ref},
+        build=build,
+        invalidate_cache=invalidate_cache,
+    )
+    mask = artifact_cell_mask(ds, artifact)
+    coords = artifact.read("coords")
+    for i in range(min(2, n_components)):
+        write_cell_column(
+            ds,
+            f"{source.ref.scope}_UMAP{i + 1}",
+            coords[:, i].astype(np.float64),
+            mask=mask,
+            fill=np.nan,
+            artifact=artifact,
+        )
+    return artifact

@@ -1,0 +1,146 @@
+"""``graph.neighbors``: the kNN graph of PCA coordinates and its UMAP connectivities.
+
+The graph reads only the PCA artifact (a few numbers per cell), so it is built
+in the client process on whole arrays: the nearest-neighbour search (exact
+below :data:`EXACT_BELOW` cells, else pynndescent) and UMAP's fuzzy
+simplicial set (the connectivities, as scanpy computes them), seeded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+import scipy.sparse as sp
+
+from cytearc.errors import CyteArcError
+from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import Artifact, ArtifactWriter
+    from cytearc.storage.store import AnalysisStore
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = [
+    "EXACT_BELOW",
+    "connectivities",
+    "knn",
+    "load_connectivities",
+    "neighbors",
+    "umap_module",
+]
+
+EXACT_BELOW: Final = 10_000
+"""Cells below which the kNN search is exact (brute force) instead of approximate."""
+
+
+def _exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    n = x.shape[0]
+    indices = np.empty((n, k), dtype=np.int64)
+    distances = np.empty((n, k), dtype=np.float64)
+    sq = (x**2).sum(axis=1)
+    for start in range(0, n, 1024):
+        block = x[start : start + 1024]
+        d2 = np.maximum(sq[start : start + 1024, None] + sq[None, :] - 2 * block @ x.T, 0)
+        d2[np.arange(len(block)), np.arange(start, start + len(block))] = -1.0
+        part = np.argpartition(d2, k - 1, axis=1)[:, :k]
+        order = np.argsort(np.take_along_axis(d2, part, axis=1), axis=1, kind="stable")
+        indices[start : start + 1024] = np.take_along_axis(part, order, axis=1)
+        distances[start : start + 1024] = np.sqrt(
+            np.maximum(np.take_along_axis(d2, indices[start : start + 1024], axis=1), 0)
+        )
+    return indices, distances
+
+
+def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest neighbours of each row, the row itself first (distance 0)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.shape[0] < EXACT_BELOW:
+        return _exact_knn(x.astype(np.float64), k)
+    from pynndescent import NNDescent  # noqa: PLC0415 (numba compiles on import)
+
+    index = NNDescent(x, n_neighbors=k, metric="euclidean", random_state=seed, n_jobs=1)
+    indices, distances = index.neighbor_graph
+    return np.asarray(indices, dtype=np.int64), np.asarray(distances, dtype=np.float64)
+
+
+def umap_module() -> ModuleType:
+    """``umap.umap_``, imported without its warning about the optional TensorFlow."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="Tensorflow not installed", category=ImportWarning
+        )
+        return importlib.import_module("umap.umap_")
+
+
+def connectivities(indices: np.ndarray, distances: np.ndarray, *, seed: int) -> sp.csr_matrix:
+    """UMAP's fuzzy simplicial set of a kNN graph (scanpy's connectivities)."""
+    n, k = indices.shape
+    graph, _, _ = umap_module().fuzzy_simplicial_set(
+        sp.coo_matrix((n, 1)),
+        k,
+        np.random.RandomState(seed),
+        "euclidean",
+        knn_indices=indices,
+        knn_dists=distances.astype(np.float32),
+    )
+    out: sp.csr_matrix = sp.csr_matrix(graph)
+    out.sort_indices()
+    return out
+
+
+def neighbors(
+    ds: AnalysisStore,
+    pca: ArtifactLike,
+    *,
+    k: int = 15,
+    n_comps: int | None = None,
+    seed: int = 0,
+    invalidate_cache: bool = False,
+) -> Artifact:
+    """The kNN graph of PCA coordinates (a ``neighbors`` artifact).
+
+    Holds ``indices`` and ``distances`` (cells x k, the cell itself first) and
+    the connectivities as CSR arrays ``conn_indptr``, ``conn_indices``,
+    ``conn_data``.
+    """
+    source = open_input(ds, pca, kind="pca", operation="graph.neighbors")
+    total = int(source.array("coords").shape[1])
+    use = total if n_comps is None else min(n_comps, total)
+
+    def build(writer: ArtifactWriter) -> None:
+        coords = source.read("coords")[:, :use]
+        if k > coords.shape[0]:
+            msg = f"graph.neighbors: k={k} is more than the {coords.shape[0]} cells"
+            raise CyteArcError(msg)
+        indices, distances = knn(coords, k, seed=seed)
+        graph = connectivities(indices, distances, seed=seed)
+        writer.write("indices", indices.astype(np.int32))
+        writer.write("distances", distances.astype(np.float32))
+        writer.write("conn_indptr", graph.indptr.astype(np.int64))
+        writer.write("conn_indices", graph.indices.astype(np.int32))
+        writer.write("conn_data", graph.data.astype(np.float32))
+
+    return reuse_or_publish(
+        ds,
+        scope=source.ref.scope,
+        kind="neighbors",
+        operation="graph.neighbors",
+        parameters={"k": k, "nComps": use, "metric": "euclidean", "seed": seed},
+        inputs={"pca": source.ref},
+        build=build,
+        invalidate_cache=invalidate_cache,
+    )
+
+
+def load_connectivities(graph: Artifact) -> sp.csr_matrix:
+    """The stored connectivities of a neighbors artifact."""
+    n = int(graph.array("indices").shape[0])
+    return sp.csr_matrix(
+        (graph.read("conn_data"), graph.read("conn_indices"), graph.read("conn_indptr")),
+        shape=(n, n),
+    )

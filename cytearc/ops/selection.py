@@ -1,0 +1,226 @@
+"""Cell selections: which cells an operation reads, checked and published as artifacts.
+
+Functions whose name starts with ``read_`` or ``open_`` only read; those that
+start with ``publish_`` (and :func:`select_measured_cells`) publish, or reuse,
+a ``cell_selection`` artifact.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from cytearc.artifacts import DATASTORE_SCOPE, Artifact, ArtifactRef, open_artifact
+from cytearc.errors import AssayNotFoundError, CyteArcError, StaleSelectionError
+from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.ops.publication import reuse_or_publish, values_digest
+
+if TYPE_CHECKING:
+    from cytearc.artifacts import ArtifactWriter
+    from cytearc.storage.store import AnalysisStore
+
+__all__ = [
+    "MEMBERSHIP_REMEDY",
+    "Selection",
+    "SelectionLike",
+    "artifact_cell_mask",
+    "group_labels",
+    "open_selection",
+    "publish_measured_selection",
+    "publish_selection",
+    "read_measured_mask",
+    "read_selection_mask",
+    "row_ids_fingerprint",
+    "select_measured_cells",
+    "write_selection_mask",
+]
+
+MEMBERSHIP_REMEDY: Final = (
+    "pass cell_selection=ds.select_measured_cells(assay) (a selection of the measured cells), "
+    "or a cell_key column that is True only for cells the assay measured"
+)
+
+SelectionLike = ArtifactRef | str | np.ndarray | None
+"""A cell selection: an artifact ref, a boolean cell column's name, a mask, or None (``I``)."""
+
+
+def group_labels(ds: AnalysisStore, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """A cell column that groups cells, and which cells have a label.
+
+    NaN, negative numbers (such as the ``-1`` of cells outside a clustering)
+    and empty text are no label.
+    """
+    values = ds.cells.fetch_all(key)
+    if values.dtype.kind == "f":
+        return values, np.isfinite(values) & (values >= 0)
+    if values.dtype.kind in "iu":
+        return values, values >= 0
+    values = values.astype(object)
+    return values, np.array([v != "" for v in values], dtype=bool)
+
+
+def row_ids_fingerprint(ds: AnalysisStore) -> str:
+    """The fingerprint of the ordered cell ids (computed once per open store)."""
+    cached = ds.cache.get("row_ids_fingerprint")
+    if cached is None:
+        cached = values_digest(ds.cells.fetch_all("ids"))
+        ds.cache["row_ids_fingerprint"] = cached
+    return str(cached)
+
+
+class Selection:
+    """A published cell selection and its mask over the store's cells."""
+
+    def __init__(self, artifact: Artifact, mask: np.ndarray) -> None:
+        self.artifact = artifact
+        self.mask = mask
+
+    @property
+    def ref(self) -> ArtifactRef:
+        """The selection's artifact."""
+        return self.artifact.ref
+
+    @property
+    def n_cells(self) -> int:
+        """How many cells it selects."""
+        return int(self.mask.sum())
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The selected rows, in order."""
+        return np.flatnonzero(self.mask)
+
+
+def _snapshot(ds: AnalysisStore, mask: np.ndarray, *, key: str | None) -> Artifact:
+    mask = np.asarray(mask, dtype=bool)
+    if mask.shape != (ds.cells.n_rows,):
+        msg = f"{ds.where}: a cell selection needs one boolean per cell ({ds.cells.n_rows}), found shape {mask.shape}"
+        raise CyteArcError(msg)
+    if not mask.any():
+        msg = f"{ds.where}: the cell selection ({key or 'mask'}) selects no cell"
+        raise CyteArcError(msg)
+    return reuse_or_publish(
+        ds,
+        scope=DATASTORE_SCOPE,
+        kind="cell_selection",
+        operation="select_cells",
+        parameters={"key": key},
+        inputs={"rowIds": row_ids_fingerprint(ds), "mask": values_digest(mask)},
+        build=lambda w: write_selection_mask(w, mask, ds),
+    )
+
+
+def write_selection_mask(writer: ArtifactWriter, mask: np.ndarray, ds: AnalysisStore) -> None:
+    """Write a selection artifact's ``mask``, bound to the current ordered cell ids."""
+    writer.write("mask", mask, attributes={"rowIds": row_ids_fingerprint(ds)})
+
+
+def open_selection(ds: AnalysisStore, ref: ArtifactRef | str) -> Selection:
+    """A stored selection, checked against the current ordered cell ids."""
+    artifact = open_artifact(ds.root, ref)
+    if artifact.ref.kind != "cell_selection":
+        msg = f"{artifact.ref}: expected a cell_selection artifact, found {artifact.ref.kind!r}"
+        raise CyteArcError(msg)
+    array = artifact.array("mask")
+    if array.attrs.get("rowIds") != row_ids_fingerprint(ds) or array.shape != (ds.cells.n_rows,):
+        msg = f"{artifact.ref}: the selection was made for other cell ids (they were replaced or reordered); make the selection again"
+        raise StaleSelectionError(msg)
+    return Selection(artifact, artifact.read("mask").astype(bool))
+
+
+def publish_selection(ds: AnalysisStore, cell_selection: SelectionLike = None) -> Selection:
+    """The cell selection of an operation: a stored ref, a key column, a mask, or ``I``."""
+    if isinstance(cell_selection, ArtifactRef) or (
+        isinstance(cell_selection, str) and "/" in cell_selection
+    ):
+        return open_selection(ds, cell_selection)
+    if isinstance(cell_selection, str) or cell_selection is None:
+        key = cell_selection or "I"
+        mask = ds.cells.fetch_all(key)
+        if mask.dtype != np.bool_:
+            msg = f"{ds.where}: cell_selection {key!r} must be a boolean cell column, found {mask.dtype}"
+            raise CyteArcError(msg)
+        return open_selection(ds, _snapshot(ds, mask, key=key).ref)
+    return open_selection(ds, _snapshot(ds, np.asarray(cell_selection), key=None).ref)
+
+
+def read_selection_mask(ds: AnalysisStore, cell_selection: SelectionLike = None) -> np.ndarray:
+    """The cells a selection names, read without publishing anything (for checks that come first)."""
+    if isinstance(cell_selection, ArtifactRef) or (
+        isinstance(cell_selection, str) and "/" in cell_selection
+    ):
+        return open_selection(ds, cell_selection).mask
+    if isinstance(cell_selection, str) or cell_selection is None:
+        return np.asarray(ds.cells.fetch_all(cell_selection or "I"), dtype=bool)
+    return np.asarray(cell_selection, dtype=bool)
+
+
+def read_measured_mask(
+    ds: AnalysisStore, assay: str, cell_selection: SelectionLike, *, operation: str
+) -> np.ndarray:
+    """The cells of an operation that reads ``assay``'s values, refused if it holds unmeasured cells.
+
+    Reads only: nothing is published, so a refusal writes nothing.
+    """
+    if assay not in ds.assays:
+        msg = f"{ds.where}: {operation}: no assay {assay!r}; the store has {sorted(ds.assays)} - pass one of them"
+        raise AssayNotFoundError(msg)
+    key = None
+    if cell_selection is None or (isinstance(cell_selection, str) and "/" not in cell_selection):
+        key = cell_selection or "I"
+    mask = read_selection_mask(ds, cell_selection)
+    check_measured(
+        ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY, cell_key=key
+    )
+    return mask
+
+
+def publish_measured_selection(
+    ds: AnalysisStore, assay: str, cell_selection: SelectionLike, *, operation: str
+) -> Selection:
+    """:func:`read_measured_mask`, then the selection published (or reused) as an artifact."""
+    read_measured_mask(ds, assay, cell_selection, operation=operation)
+    return publish_selection(ds, cell_selection)
+
+
+def select_measured_cells(
+    ds: AnalysisStore, assay: str, cell_selection: SelectionLike = None
+) -> ArtifactRef:
+    """The cells of a selection (default: ``I``) that ``assay`` measured, as a selection artifact.
+
+    Returns the prior selection itself when the assay has no membership
+    column or measured every selected cell.
+    """
+    prior = publish_selection(ds, cell_selection)
+    column = membership_column(ds.cells, assay)
+    if column is None:
+        return prior.ref
+    membership = ds.cells.fetch_all(column).astype(bool)
+    measured = prior.mask & membership
+    if not measured.any():
+        msg = f"{ds.where}: assay {assay!r} measured none of the {prior.n_cells} selected cells"
+        raise CyteArcError(msg)
+    if measured.sum() == prior.n_cells:
+        return prior.ref
+    return reuse_or_publish(
+        ds,
+        scope=DATASTORE_SCOPE,
+        kind="cell_selection",
+        operation="select_measured_cells",
+        parameters={"assay": assay},
+        inputs={"cells": prior.ref, "membership": values_digest(membership)},
+        build=lambda w: write_selection_mask(w, measured, ds),
+    ).ref
+
+
+def artifact_cell_mask(ds: AnalysisStore, artifact: Artifact) -> np.ndarray:
+    """The cell mask an artifact's rows stand for, following its lineage to the selection."""
+    node = artifact
+    while "cells" not in node.inputs():
+        parents = node.inputs()
+        if not parents:
+            msg = f"{artifact.ref}: its lineage names no cell selection"
+            raise CyteArcError(msg)
+        node = open_artifact(ds.root, next(iter(parents.values())))
+    return open_selection(ds, node.inputs()["cells"]).mask

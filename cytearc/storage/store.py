@@ -1,0 +1,289 @@
+"""Opening a CyteArc store: its root, format, cell table, assays and engine, validated.
+
+:class:`Store` is the storage level: it opens and checks what is on disk and
+knows nothing of analysis. :class:`~cytearc.DataStore` is the facade users
+open, :class:`Store` with the operation namespaces on top. Operations,
+pipeline stages and plots take :class:`AnalysisStore`, the narrow protocol of
+what they use, never :class:`~cytearc.DataStore` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+import zarr
+from zarr.storage import FsspecStore, LocalStore
+
+from cytearc.assays.assay import Assay
+from cytearc.assays.types import check_assay_types, resolve_assay_type
+from cytearc.engine.cluster import Engine, get_engine
+from cytearc.errors import AssayNotFoundError, AssayTypeError, CyteArcError, StoreFormatError
+from cytearc.metadata.table import MetaData
+from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_group
+
+__all__ = ["AnalysisStore", "Assays", "Store", "open_root"]
+
+_MODES: Final = ("r", "r+")
+
+
+class Assays(Mapping[str, Assay]):
+    """The assays of a store by name; an unknown name raises :class:`AssayNotFoundError`.
+
+    Parameters
+    ----------
+    assays
+        The assays.
+    where
+        The store's location, for messages.
+    """
+
+    def __init__(self, assays: Mapping[str, Assay], *, where: str) -> None:
+        self._assays = dict(assays)
+        self._where = where
+
+    def __getitem__(self, name: str) -> Assay:
+        try:
+            return self._assays[name]
+        except KeyError:
+            msg = f"{self._where}: no assay {name!r}; the store has {sorted(self._assays)} - pass one of them"
+            raise AssayNotFoundError(msg) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._assays)
+
+    def __len__(self) -> int:
+        return len(self._assays)
+
+    def __repr__(self) -> str:
+        return f"Assays({', '.join(self._assays)})"
+
+
+class AnalysisStore(Protocol):
+    """What operations, pipeline stages and plots use of an open store.
+
+    :class:`Store` and :class:`~cytearc.DataStore` provide it; so can a test
+    double or a composite store.
+    """
+
+    @property
+    def root(self) -> zarr.Group:
+        """The store's root group."""
+
+    @property
+    def where(self) -> str:
+        """The store's location, for messages."""
+
+    @property
+    def writable(self) -> bool:
+        """Whether the store was opened for writing."""
+
+    @property
+    def show_progress(self) -> bool:
+        """Whether long computations show progress."""
+
+    @property
+    def cells(self) -> MetaData:
+        """The cell table."""
+
+    @property
+    def assays(self) -> Mapping[str, Assay]:
+        """The assays by name."""
+
+    @property
+    def assay_types(self) -> Mapping[str, str]:
+        """Each assay's preset."""
+
+    @property
+    def engine(self) -> Engine:
+        """The engine computations run on."""
+
+    @property
+    def dataset_fingerprint(self) -> str:
+        """The identity of the cell ids, feature tables and counts."""
+
+    @property
+    def cache(self) -> dict[str, Any]:
+        """Values computed once per open store (such as the cell ids' fingerprint)."""
+
+
+def open_root(
+    location: str | Path, *, mode: str, storage_options: Mapping[str, Any] | None
+) -> tuple[zarr.Group, str]:
+    """The root group of a store and its location for messages.
+
+    Parameters
+    ----------
+    location
+        A local path (kept a :class:`~pathlib.Path` down to zarr, so ``#``,
+        ``?`` and ``;`` in names work) or an fsspec URL.
+    mode
+        ``"r"`` or ``"r+"``.
+    storage_options
+        For fsspec URLs.
+
+    Returns
+    -------
+    tuple of zarr.Group and str
+        The root group and the location.
+
+    Raises
+    ------
+    FileNotFoundError
+        A local path holds no ``zarr.json``.
+    StoreFormatError
+        The root is an array.
+    """
+    read_only = mode == "r"
+    if isinstance(location, Path) or "://" not in str(location):
+        path = Path(location)
+        if not (path / "zarr.json").is_file():
+            msg = f"{path}: no CyteArc store here (no zarr.json); check the path or import a dataset first"
+            raise FileNotFoundError(msg)
+        store: Any = LocalStore(path, read_only=read_only)
+        where = str(path)
+    else:
+        store = FsspecStore.from_url(
+            str(location), storage_options=dict(storage_options or {}), read_only=read_only
+        )
+        where = str(location)
+    node = zarr.open(store=store, mode=mode, zarr_format=3)  # type: ignore[arg-type]
+    if not isinstance(node, zarr.Group):
+        msg = f"{where}: expected a Zarr v3 group at the root, found an array"
+        raise StoreFormatError(msg)
+    return node, where
+
+
+class Store:
+    """A CyteArc store opened and validated: root, cell table, assays and engine.
+
+    Parameters
+    ----------
+    location
+        A local path or an fsspec URL (``s3://bucket/ds.zarr``).
+    mem_budget, workers, cluster
+        The engine the store's computations run on (see
+        :func:`cytearc.engine.get_engine`); no cluster starts until something
+        is computed.
+    assay_types
+        Presets for assays whose names are not presets, or to override.
+    zarr_mode
+        ``"r"`` (default; reading never changes a byte) or ``"r+"``.
+    storage_options
+        For fsspec URLs (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
+    show_progress
+        Progress bars on long computations.
+
+    Raises
+    ------
+    CyteArcError
+        ``zarr_mode`` is neither ``"r"`` nor ``"r+"``.
+    FileNotFoundError
+        There is no store at a local ``location``.
+    StoreFormatError
+        The store is of another format, was not completely imported, or its
+        arrays disagree with its metadata.
+    AssayTypeError
+        The recorded or given assay types are unknown or conflict.
+    """
+
+    def __init__(
+        self,
+        location: str | Path,
+        *,
+        mem_budget: str | int | float | None = None,
+        workers: int | str | None = None,
+        cluster: object = None,
+        assay_types: Mapping[str, str] | None = None,
+        zarr_mode: str = "r",
+        storage_options: Mapping[str, Any] | None = None,
+        show_progress: bool = True,
+    ) -> None:
+        if zarr_mode not in _MODES:
+            msg = f"zarr_mode: expected 'r' or 'r+', found {zarr_mode!r}"
+            raise CyteArcError(msg)
+        self.writable = zarr_mode == "r+"
+        self.show_progress = show_progress
+        self.cache: dict[str, Any] = {}
+        self._engine_options = (mem_budget, workers, cluster)
+        self.root, self.where = open_root(location, mode=zarr_mode, storage_options=storage_options)
+        attrs = dict(self.root.attrs)
+        if (
+            attrs.get("cytearc:format") != STORE_FORMAT
+            or attrs.get("cytearc:formatVersion") != STORE_FORMAT_VERSION
+        ):
+            msg = f"{self.where}: not a CyteArc store of format {STORE_FORMAT} {STORE_FORMAT_VERSION} (found {attrs.get('cytearc:format')!r} {attrs.get('cytearc:formatVersion')!r})"
+            raise StoreFormatError(msg)
+        if attrs.get("cytearc:complete") is not True:
+            msg = f"{self.where}: the import that created this store did not finish; import it again (overwrite=True)"
+            raise StoreFormatError(msg)
+        names = [n for n, g in self.root.groups() if g.attrs.get("is_assay") is True]
+        for name in names:
+            if "state" in set(child_group(self.root, name, where=self.where).group_keys()):
+                msg = f"{self.where}/{name}/state: the former assay state document is not supported; re-import or rebuild the dataset"
+                raise StoreFormatError(msg)
+        self.assay_types = self._resolve_types(attrs.get("assayTypes"), set(names), assay_types)
+        self.cells = MetaData(
+            child_group(self.root, "cellData", where=self.where),
+            dimension="cell",
+            where=f"{self.where}/cellData",
+            reserved=lambda: {f"{n}_I" for n in self.assay_types},
+            writable=self.writable,
+        )
+        self.assays = Assays(
+            {
+                name: Assay(
+                    name=name,
+                    assay_type=self.assay_types[name],
+                    root=self.root,
+                    where=self.where,
+                    writable=self.writable,
+                )
+                for name in sorted(names)
+            },
+            where=self.where,
+        )
+        for assay in self.assays.values():
+            if assay.shape[0] != self.cells.n_rows:
+                msg = f"{assay.where}: counts has {assay.shape[0]} cells, the cell table {self.cells.n_rows}; re-import the store"
+                raise StoreFormatError(msg)
+
+    def _resolve_types(
+        self, recorded: object, names: set[str], explicit: Mapping[str, str] | None
+    ) -> dict[str, str]:
+        if recorded is None:
+            recorded = {}
+        if not isinstance(recorded, dict):
+            msg = f"{self.where}: attribute 'assayTypes' must map assays to presets, found {recorded!r}; open with zarr_mode='r+' and assay_types for every assay to replace it"
+            raise AssayTypeError(msg)
+        given = check_assay_types(explicit, names, where=self.where)
+        if not self.writable:
+            for name, value in given.items():
+                if recorded.get(name) not in (None, value):
+                    msg = f"{self.where}: assay {name!r} is recorded as {recorded[name]!r}; a read-only open cannot record {value!r} - open once with zarr_mode='r+'"
+                    raise AssayTypeError(msg)
+        types = {
+            n: resolve_assay_type(
+                n, explicit=given.get(n), recorded=recorded.get(n), where=self.where
+            )
+            for n in sorted(names)
+        }
+        if self.writable and types != recorded:
+            self.root.attrs["assayTypes"] = types
+        return types
+
+    @property
+    def engine(self) -> Engine:
+        """The engine computations run on, started (or reused) on first use."""
+        mem_budget, workers, cluster = self._engine_options
+        return get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
+
+    @property
+    def dataset_fingerprint(self) -> str:
+        """Identity of the cell ids, each assay's feature ids and names and its counts."""
+        return str(self.root.attrs["cytearc:datasetFingerprint"])
+
+    def __repr__(self) -> str:
+        assays = ", ".join(repr(a) for a in self.assays.values())
+        return f"<{type(self).__name__} {self.where}: {self.cells.n_rows} cells; {assays}>"
