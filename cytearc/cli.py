@@ -31,7 +31,7 @@ def _import(args: argparse.Namespace) -> int:
         "overwrite": args.overwrite,
         "compression": None if args.compression == "none" else args.compression,
     }
-    for name in ("genome", "layer", "orientation", "assay_split_key"):
+    for name in ("genome", "layer", "orientation", "sep", "index_col", "assay_split_key"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
     result = import_data(args.source, args.destination, **options)
@@ -198,15 +198,36 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _separator(text: str) -> str:
+    r"""A field delimiter as typed in a shell, where a tab is written ``\t``."""
+    return "\t" if text == "\\t" else text
+
+
 def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
     p = sub.add_parser("import", help="import 10x (h5 or mtx folder), H5AD or CSV into a new store")
     p.add_argument("source")
     p.add_argument("destination")
     p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
     p.add_argument("--overwrite", action="store_true", help="replace an unprepared CyteArc store")
-    p.add_argument("--genome", default=None, help="genome of a Cell Ranger v2 .h5 file")
-    p.add_argument("--layer", default=None, help="H5AD layer instead of X")
-    p.add_argument("--orientation", choices=["cells_x_features", "features_x_cells"], default=None)
+    p.add_argument(
+        "--genome", default=None, help=".h5: the genome to read (v2) or keep the features of (v3)"
+    )
+    p.add_argument("--layer", default=None, help=".h5ad: the layer to import instead of X")
+    p.add_argument(
+        "--orientation",
+        choices=["cells_x_features", "features_x_cells"],
+        default=None,
+        help="table: what the rows are (default cells_x_features)",
+    )
+    p.add_argument(
+        "--sep",
+        type=_separator,
+        default=None,
+        help=r"table: the field delimiter, '\t' for a tab (default by the name: tab or comma)",
+    )
+    p.add_argument(
+        "--index-col", type=int, default=None, help="table: the position of the column of row ids"
+    )
     p.add_argument(
         "--assay-split-key", default=None, help="feature column naming each feature's assay"
     )

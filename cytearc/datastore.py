@@ -63,10 +63,10 @@ class DataStore(Store):
     --------
     >>> import tempfile, pathlib
     >>> from cytearc.datasets import write_store
-    >>> path = write_store(pathlib.Path(tempfile.mkdtemp()) / "demo.zarr", n_cells=300, n_genes=200, show_progress=False)
+    >>> path = write_store(pathlib.Path(tempfile.mkdtemp()) / "demo.zarr", n_cells=300, n_genes=600, show_progress=False)
     >>> ds = DataStore(path, cluster="threads", show_progress=False)
     >>> ds.assays["RNA"].shape
-    (300, 200)
+    (300, 600)
     >>> ds.RNA is ds.assays["RNA"]
     True
     """

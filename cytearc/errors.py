@@ -34,6 +34,7 @@ __all__ = [
     "MissingArtifactError",
     "NonFiniteArtifactError",
     "NonFiniteCountsError",
+    "OperationArgumentError",
     "PipelineRecordError",
     "PlotInputError",
     "ReadOnlyStoreError",
@@ -145,6 +146,10 @@ class UnmeasuredCellsError(CyteArcError):
 
 class ImportOptionError(CyteArcError, TypeError):
     """An import was given an option that the detected format's importer does not take."""
+
+
+class OperationArgumentError(CyteArcError):
+    """An operation was given an argument of the wrong type or outside its domain; nothing was written."""
 
 
 # --- artifacts ------------------------------------------------------------

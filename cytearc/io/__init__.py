@@ -1,1 +1,40 @@
-"""Importers and exporters: 10x (HDF5 and Matrix Market), H5AD, CSV and in-memory matrices."""
+"""Importers: 10x (HDF5 and Matrix Market), H5AD, CSV and in-memory matrices.
+
+:func:`import_data` detects the format; :func:`import_10x_h5`,
+:func:`import_10x_mtx`, :func:`import_h5ad` and :func:`import_csv` import one
+format with its options named and typed; the classes (``CrToZarr`` ...) do
+the same in two steps, open then :meth:`~ToZarr.dump`.
+"""
+
+from cytearc.io.converters import (
+    CrToZarr,
+    CSVtoZarr,
+    H5adToZarr,
+    MtxToZarr,
+    SparseToZarr,
+    ToZarr,
+    import_10x_h5,
+    import_10x_mtx,
+    import_csv,
+    import_h5ad,
+)
+from cytearc.io.detect import detect_importer, import_data, importer_options
+from cytearc.io.importer import ImportResult, write_store
+
+__all__ = [
+    "CSVtoZarr",
+    "CrToZarr",
+    "H5adToZarr",
+    "ImportResult",
+    "MtxToZarr",
+    "SparseToZarr",
+    "ToZarr",
+    "detect_importer",
+    "import_10x_h5",
+    "import_10x_mtx",
+    "import_csv",
+    "import_data",
+    "import_h5ad",
+    "importer_options",
+    "write_store",
+]

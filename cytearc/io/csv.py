@@ -31,11 +31,35 @@ if TYPE_CHECKING:
 
     import scipy.sparse as sp
 
-__all__ = ["CsvSource", "Orientation"]
+__all__ = ["CsvSource", "Orientation", "default_separator"]
 
 Orientation = Literal["cells_x_features", "features_x_cells"]
 CHUNK_VALUES: Final = 1 << 22
 """Table fields parsed per chunk."""
+TAB_SUFFIXES: Final = (".tsv", ".txt")
+"""Suffixes (before an optional ``.gz``) of tab-separated tables."""
+
+
+def default_separator(path: str | os.PathLike[str]) -> str:
+    r"""The field delimiter a table's name implies: a tab for ``.tsv`` and ``.txt``, else a comma.
+
+    Parameters
+    ----------
+    path
+        The table.
+
+    Returns
+    -------
+    str
+        ``"\t"`` or ``","``.
+
+    Examples
+    --------
+    >>> default_separator("counts.tsv.gz"), default_separator("counts.csv")
+    ('\t', ',')
+    """
+    name = Path(path).name.lower().removesuffix(".gz")
+    return "\t" if name.endswith(TAB_SUFFIXES) else ","
 
 
 class CsvSource(FileSource):
@@ -49,7 +73,8 @@ class CsvSource(FileSource):
         ``"cells_x_features"`` when rows are cells, ``"features_x_cells"``
         when rows are features.
     sep
-        The field delimiter.
+        The field delimiter; by default a tab when the name ends in ``.tsv``
+        or ``.txt`` (optionally followed by ``.gz``), else a comma.
     index_col
         The position of the column of row ids; the header's field there names
         that column and is not an id.
@@ -78,7 +103,7 @@ class CsvSource(FileSource):
         path: str | os.PathLike[str],
         *,
         orientation: Orientation = "cells_x_features",
-        sep: str = ",",
+        sep: str | None = None,
         index_col: int = 0,
         band_rows: int = DEFAULT_BAND_ROWS,
     ) -> None:
@@ -88,7 +113,7 @@ class CsvSource(FileSource):
             )
             raise ValueError(msg)
         self._path = Path(path)
-        self._sep = sep
+        self._sep = default_separator(self._path) if sep is None else sep
         self._index_col = index_col
         header = self._read_header()
         column_ids = np.asarray([field for i, field in enumerate(header) if i != index_col], object)
@@ -198,7 +223,23 @@ class CsvSource(FileSource):
         return chunk.to_numpy(dtype=result)
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
-        """Cells ``start:stop``, from the buckets they overlap."""
+        """Cells ``start:stop``, from the buckets they overlap.
+
+        Parameters
+        ----------
+        start, stop
+            The band of cells, ``0 <= start <= stop <= n_cells``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The band, cells x features, canonical (see :mod:`cytearc.io.sources`).
+
+        Raises
+        ------
+        IndexError
+            If the band is outside the cells.
+        """
         check_band(start, stop, self.shape[0], self.location)
         return self._buckets.read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
 

@@ -1,115 +1,200 @@
-"""``import_data``: detect a source's format and import it with the matching importer."""
+"""``import_data``: detect a source's format and import it with that format's importer.
+
+A folder holding ``matrix.mtx`` (or ``matrix.mtx.gz``) is a 10x Matrix
+Market folder (:class:`~cytearc.io.converters.MtxToZarr`); otherwise the
+name decides: ``.h5ad`` is H5AD (:class:`~cytearc.io.converters.H5adToZarr`),
+``.h5`` and ``.hdf5`` are Cell Ranger HDF5
+(:class:`~cytearc.io.converters.CrToZarr`), and ``.csv``, ``.tsv`` and
+``.txt``, optionally gzipped, are dense tables
+(:class:`~cytearc.io.converters.CSVtoZarr`). The options of
+:func:`import_data` are the keyword-only parameters of that importer; one it
+does not take is refused before the source is read.
+"""
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cytearc.errors import SourceFormatError
-from cytearc.io.converters import ToZarr
+from cytearc.errors import ImportOptionError, SourceFormatError
+from cytearc.io.converters import CrToZarr, CSVtoZarr, H5adToZarr, MtxToZarr
 
 if TYPE_CHECKING:
-    from cytearc.io.csv import Orientation
+    import os
+    from typing import TypeAlias
+
     from cytearc.io.importer import ImportResult
-    from cytearc.io.sources import CountSource
 
-__all__ = ["CSVtoZarr", "CrToZarr", "H5adToZarr", "MtxToZarr", "detect_source", "import_data"]
+    FileImporter: TypeAlias = type[CrToZarr] | type[MtxToZarr] | type[H5adToZarr] | type[CSVtoZarr]
 
-_SOURCE_OPTIONS = {"genome", "layer", "orientation", "sep", "index_col"}
+__all__ = [
+    "CSVtoZarr",
+    "CrToZarr",
+    "H5adToZarr",
+    "MtxToZarr",
+    "detect_importer",
+    "import_data",
+    "importer_options",
+]
 
-
-class CrToZarr(ToZarr):
-    """Import a Cell Ranger HDF5 file (v2 or v3); ``genome=`` chooses among v2 genomes."""
-
-    def __init__(
-        self, path: str | Path, zarr_loc: str | Path, *, genome: str | None = None, **options: Any
-    ) -> None:
-        from cytearc.io.tenx import TenxH5Source  # noqa: PLC0415
-
-        super().__init__(TenxH5Source(path, genome=genome), zarr_loc, **options)
-
-
-class MtxToZarr(ToZarr):
-    """Import a 10x Matrix Market directory (v2 ``genes.tsv`` or v3 ``features.tsv.gz``)."""
-
-    def __init__(self, path: str | Path, zarr_loc: str | Path, **options: Any) -> None:
-        from cytearc.io.tenx import TenxMtxSource  # noqa: PLC0415
-
-        super().__init__(TenxMtxSource(path), zarr_loc, **options)
+_TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")
+_IMPORTERS: tuple[FileImporter, ...] = (CrToZarr, MtxToZarr, H5adToZarr, CSVtoZarr)
 
 
-class H5adToZarr(ToZarr):
-    """Import an H5AD file's ``X`` or a named ``layer``; ``assay_split_key`` splits assays."""
+def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
+    """The importer class of ``source``'s format, from its name (and, for a folder, its files).
 
-    def __init__(
-        self, path: str | Path, zarr_loc: str | Path, *, layer: str | None = None, **options: Any
-    ) -> None:
-        from cytearc.io.h5ad import H5adSource  # noqa: PLC0415
+    Parameters
+    ----------
+    source
+        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
+        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file.
 
-        super().__init__(H5adSource(path, layer=layer), zarr_loc, **options)
+    Returns
+    -------
+    type
+        :class:`~cytearc.io.converters.MtxToZarr`,
+        :class:`~cytearc.io.converters.CrToZarr`,
+        :class:`~cytearc.io.converters.H5adToZarr` or
+        :class:`~cytearc.io.converters.CSVtoZarr`.
 
+    Raises
+    ------
+    SourceFormatError
+        If ``source`` is a folder without ``matrix.mtx``, does not exist, or
+        has a name of no supported format.
 
-class CSVtoZarr(ToZarr):
-    """Import a dense CSV table, cells x features or features x cells (``orientation=``)."""
-
-    def __init__(
-        self,
-        path: str | Path,
-        zarr_loc: str | Path,
-        *,
-        orientation: Orientation = "cells_x_features",
-        sep: str = ",",
-        index_col: int = 0,
-        **options: Any,
-    ) -> None:
-        from cytearc.io.csv import CsvSource  # noqa: PLC0415
-
-        source = CsvSource(path, orientation=orientation, sep=sep, index_col=index_col)
-        super().__init__(source, zarr_loc, **options)
-
-
-def detect_source(source: str | Path, **options: Any) -> CountSource:
-    """Open ``source`` with the reader its name and contents call for."""
+    Examples
+    --------
+    >>> detect_importer("pbmc.h5ad").__name__, detect_importer("counts.tsv.gz").__name__
+    ('H5adToZarr', 'CSVtoZarr')
+    """
     path = Path(source)
     if path.is_dir():
-        names = {p.name for p in path.iterdir()}
-        if names & {"matrix.mtx", "matrix.mtx.gz"}:
-            from cytearc.io.tenx import TenxMtxSource  # noqa: PLC0415
-
-            return TenxMtxSource(path)
-        msg = f"{path}: a directory without matrix.mtx(.gz); expected a 10x Matrix Market folder"
+        if any((path / name).is_file() for name in ("matrix.mtx", "matrix.mtx.gz")):
+            return MtxToZarr
+        msg = f"{path}: a folder without matrix.mtx(.gz); expected a 10x Matrix Market folder"
         raise SourceFormatError(msg)
     name = path.name.lower()
     if name.endswith(".h5ad"):
-        from cytearc.io.h5ad import H5adSource  # noqa: PLC0415
-
-        return H5adSource(path, layer=options.get("layer"))
+        return H5adToZarr
     if name.endswith((".h5", ".hdf5")):
-        from cytearc.io.tenx import TenxH5Source  # noqa: PLC0415
-
-        return TenxH5Source(path, genome=options.get("genome"))
-    if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")):
-        from cytearc.io.csv import CsvSource  # noqa: PLC0415
-
-        sep = options.get("sep") or ("\t" if ".tsv" in name or ".txt" in name else ",")
-        return CsvSource(
-            path,
-            orientation=options.get("orientation", "cells_x_features"),
-            sep=sep,
-            index_col=options.get("index_col", 0),
-        )
+        return CrToZarr
+    if name.endswith(_TABLE_SUFFIXES):
+        return CSVtoZarr
     if not path.exists():
-        msg = f"{path}: no such file or directory"
+        msg = f"{path}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{path}: unknown format; expected a 10x .h5, a Matrix Market folder, .h5ad or .csv/.tsv"
+    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 
-def import_data(source: str | Path, destination: str | Path, **options: Any) -> ImportResult:
-    """Import ``source`` (any supported format, detected) into a new store at ``destination``.
+def importer_options(importer: FileImporter) -> tuple[str, ...]:
+    """The options ``importer`` takes: its keyword-only parameters, in order.
 
-    Reader options (``genome``, ``layer``, ``orientation``, ``sep``) go to the
-    reader; the rest to :func:`~cytearc.io.importer.write_store`.
+    Parameters
+    ----------
+    importer
+        An importer class such as :class:`~cytearc.io.converters.CrToZarr`.
+
+    Returns
+    -------
+    tuple of str
+        The names of its reader's options, then those of
+        :func:`~cytearc.io.importer.write_store`.
+
+    Examples
+    --------
+    >>> importer_options(CrToZarr)[:3]
+    ('genome', 'assay_split_key', 'assay_types')
     """
-    reader_options = {k: options.pop(k) for k in list(options) if k in _SOURCE_OPTIONS}
-    return ToZarr(detect_source(source, **reader_options), destination, **options).dump()
+    parameters = inspect.signature(importer).parameters.values()
+    return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def _validate_options(
+    source: str | os.PathLike[str], importer: FileImporter, options: dict[str, Any]
+) -> None:
+    accepted = importer_options(importer)
+    unknown = [name for name in options if name not in accepted]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        owners = [other.__name__ for other in _IMPORTERS if name in importer_options(other)]
+        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
+        if owners:
+            verb = "takes" if len(owners) == 1 else "take"
+            hints.append(f"{name!r} ({' and '.join(owners)} {verb} it)")
+        elif close:
+            hints.append(f"{name!r} (did you mean {close[0]!r}?)")
+        else:
+            hints.append(repr(name))
+    noun = "option" if len(unknown) == 1 else "options"
+    msg = (
+        f"{source}: detected as a {importer.format_name}, whose importer {importer.__name__} "
+        f"takes no {noun} {', '.join(hints)}; it takes {', '.join(accepted)}. Remove or correct the {noun}"
+    )
+    raise ImportOptionError(msg)
+
+
+def import_data(
+    source: str | os.PathLike[str], destination: str | Path, **options: Any
+) -> ImportResult:
+    r"""Import ``source``, in any supported format (detected), into a new store at ``destination``.
+
+    ``detect_importer(source)(source, destination, **options).dump()``, after
+    checking that the importer takes every option. To have the options
+    type-checked, call the format's function instead:
+    :func:`~cytearc.io.converters.import_10x_h5`,
+    :func:`~cytearc.io.converters.import_10x_mtx`,
+    :func:`~cytearc.io.converters.import_h5ad` or
+    :func:`~cytearc.io.converters.import_csv`.
+
+    Parameters
+    ----------
+    source
+        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
+        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file.
+    destination
+        The store to create, a local directory.
+    **options
+        The keyword-only options of the format's importer
+        (:func:`importer_options`): its reader's (``genome`` for 10x HDF5;
+        ``layer`` for H5AD; ``orientation``, ``sep`` and ``index_col`` for
+        tables) and those of :func:`~cytearc.io.importer.write_store`.
+
+    Returns
+    -------
+    ImportResult
+        The new store's path, assays, shapes, dtypes and dataset fingerprint.
+
+    Raises
+    ------
+    ImportOptionError
+        If the format's importer does not take an option; nothing is read
+        or written. It is also a :class:`TypeError`.
+    SourceFormatError
+        If the format is unknown, or the source is not what its name says.
+    DestinationExistsError, NonFiniteCountsError, MemBudgetError, AssayTypeError, CyteArcError
+        As :func:`~cytearc.io.importer.write_store` raises them.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from cytearc import import_data
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     table = pathlib.Path(d) / "counts.csv"
+    ...     _ = table.write_text("cell,CD3E,MS4A1\nAAAC-1,3,0\nAAAG-1,0,7\n")
+    ...     import_data(table, f"{d}/ds.zarr", cluster="threads", show_progress=False).shapes
+    {'RNA': (2, 2)}
+    >>> import_data("pbmc.h5", "pbmc.zarr", layer="counts")
+    Traceback (most recent call last):
+      ...
+    cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr takes it); it takes genome, ...
+    """
+    importer = detect_importer(source)
+    _validate_options(source, importer, options)
+    return importer(source, destination, **options).dump()

@@ -299,7 +299,27 @@ class H5adSource(FileSource):
         return _table(first, columns, where)
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
-        """Cells ``start:stop``: their rows of a dense or CSR matrix, or their CSC buckets."""
+        """Cells ``start:stop``: their rows of a dense or CSR matrix, or their CSC buckets.
+
+        Parameters
+        ----------
+        start, stop
+            The band of cells, ``0 <= start <= stop <= n_cells``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The band, cells x features, canonical (see :mod:`cytearc.io.sources`).
+
+        Raises
+        ------
+        IndexError
+            If the band is outside the cells.
+        ValueError
+            If the source is closed.
+        SourceFormatError
+            If the stored pointers or indices are out of range.
+        """
         check_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 from tqdm import tqdm
-from zarr.codecs import GzipCodec, ZstdCodec
 
 from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type
 from cytearc.engine.arrays import aligned_rows
@@ -26,25 +25,124 @@ from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_va
 from cytearc.storage.counts import CountsWriter, CountsWritten
 from cytearc.storage.destinations import check_destination, create_destination
 from cytearc.storage.layout import DEFAULT_LAYOUT, CountLayout
-from cytepool.cube.encoding import utf8_str
+from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION
+from cytepool.codecs import compressor
+from cytepool.cube.encoding import format_digest, utf8_str
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from pathlib import Path
+    from typing import TypeAlias
 
     import pandas as pd
     import zarr
+    from distributed import Client
 
-__all__ = ["STORE_FORMAT", "STORE_FORMAT_VERSION", "ImportResult", "write_store"]
+    from cytepool.codecs import Compression
 
-STORE_FORMAT: Final = "cytearc.store"
-STORE_FORMAT_VERSION: Final = 1
+    AssaySplitKey: TypeAlias = str | Callable[[pd.DataFrame], pd.Series]
+    """A feature column naming each feature's assay, or a function of the feature table."""
+
+__all__ = ["ImportResult", "write_store"]
+
 SCAN_ROWS: Final = 8192
+
+STORE_OPTIONS_DOC: Final = """\
+    assay_split_key
+        The feature column naming each feature's assay, or a function of the
+        feature table giving one label per feature. By default the 10x
+        ``feature_types``: Gene Expression is RNA, Antibody Capture ADT,
+        Peaks ATAC, and other types are assays of their own name.
+    assay_types
+        The preset (``"RNA"``, ``"ADT"``, ``"ATAC"``, ...) of each assay
+        whose name is not itself a preset.
+    layout
+        The layout policy of the count arrays (default
+        :data:`~cytearc.storage.layout.DEFAULT_LAYOUT`).
+    compression
+        ``"gzip"`` (default), ``"zstd"`` or None.
+    overwrite
+        Replace an unprepared CyteArc store at the destination.
+    mem_budget
+        The total memory of the local cluster's workers: ``"8G"``,
+        ``"512MiB"``, bytes, or a fraction of the machine such as ``"0.5"``
+        (see :func:`~cytearc.engine.budget.resolve_budget`).
+    workers
+        The number of local worker processes.
+    cluster
+        A scheduler address such as ``"tcp://10.0.0.5:8786"``, a
+        :class:`distributed.Client`, or ``"threads"`` to run in this process.
+    engine
+        The engine to run on, instead of ``mem_budget``, ``workers`` and
+        ``cluster``.
+    show_progress
+        Progress bars for the scan and the write.
+"""
+"""The numpydoc entries of the options every import takes (:func:`write_store`'s)."""
+
+STORE_RAISES_DOC: Final = """\
+    DestinationExistsError
+        If the destination holds anything but an unprepared CyteArc store
+        that ``overwrite`` may replace.
+    NonFiniteCountsError
+        If a count is NaN or infinite; the destination is not created.
+    MemBudgetError
+        If the layout's bands do not fit a worker's memory; the message
+        names the halving of the layout that fits.
+    AssayTypeError
+        If an assay's name is not a preset and ``assay_types`` gives none.
+    CyteArcError
+        If ``assay_split_key`` is not a feature column, ``compression`` is
+        unknown, or the destination lies inside another Zarr hierarchy.
+"""
+"""The numpydoc entries of the errors every import can raise once its source is open."""
+
+_Documented = TypeVar("_Documented")
+
+
+def document_store_options(documented: _Documented) -> _Documented:
+    """Put :data:`STORE_OPTIONS_DOC` and :data:`STORE_RAISES_DOC` in a docstring.
+
+    The docstring marks their places with lines ``%(store_options)s`` and
+    ``%(store_raises)s``, indented by four spaces.
+
+    Parameters
+    ----------
+    documented
+        A function or class whose docstring holds the marks.
+
+    Returns
+    -------
+    object
+        ``documented``, with the marks replaced.
+    """
+    doc = documented.__doc__
+    if doc is not None:
+        documented.__doc__ = doc.replace("    %(store_options)s\n", STORE_OPTIONS_DOC).replace(
+            "    %(store_raises)s\n", STORE_RAISES_DOC
+        )
+    return documented
 
 
 @dataclass(frozen=True, kw_only=True)
 class ImportResult:
-    """What an import wrote."""
+    """What an import wrote.
+
+    Attributes
+    ----------
+    path
+        The new store.
+    assays
+        The type of each assay, by assay name, in the store's order.
+    shapes
+        Each assay's ``(n_cells, n_features)``.
+    dtypes
+        Each assay's storage dtype of counts (the narrowest that holds them).
+    dataset_fingerprint
+        The store's ``cytearc:datasetFingerprint``: a SHA-256 over the cell
+        ids, each assay's feature ids and names, and its counts fingerprint,
+        the same whatever the source format, layout or compression.
+    """
 
     path: Path
     assays: Mapping[str, str]
@@ -148,19 +246,7 @@ def dataset_fingerprint(
         h.update(utf8_str(name))
         h.update(_table_digest(features[name], ("ids", "names")))
         h.update(utf8_str(counts[name]))
-    return "sha256:" + h.hexdigest()
-
-
-def _compressor(compression: str | None) -> GzipCodec | ZstdCodec | None:
-    match compression:
-        case "gzip":
-            return GzipCodec(level=1)
-        case "zstd":
-            return ZstdCodec(level=3)
-        case None:
-            return None
-    msg = f"compression: expected 'gzip', 'zstd' or None, found {compression!r}"
-    raise CyteArcError(msg)
+    return format_digest(h)
 
 
 def _write_summaries(group: zarr.Group, written: CountsWritten) -> None:
@@ -183,22 +269,26 @@ def _write_summaries(group: zarr.Group, written: CountsWritten) -> None:
             array[:] = values
 
 
+@document_store_options
 def write_store(
     source: CountSource,
     destination: str | Path,
     *,
-    assay_split_key: str | Callable[[pd.DataFrame], pd.Series] | None = None,
+    assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: str | None = "gzip",
+    compression: Compression = "gzip",
     overwrite: bool = False,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
-    cluster: object = None,
+    cluster: str | Client | None = None,
     engine: Engine | None = None,
     show_progress: bool = True,
 ) -> ImportResult:
     """Import ``source`` into a new store at ``destination``.
+
+    Every file importer (:mod:`cytearc.io.converters`) opens its source and
+    calls this; the source stays open (close it afterwards).
 
     Parameters
     ----------
@@ -206,26 +296,35 @@ def write_store(
         The counts and tables to import.
     destination
         A local directory (created; see :mod:`cytearc.storage.destinations`).
-    assay_split_key
-        The feature column naming each feature's assay (10x ``feature_types``
-        by default: Gene Expression → RNA, Antibody Capture → ADT, Peaks →
-        ATAC, others by name), or a function of the feature table.
-    assay_types
-        Presets of the assays, when their names are not presets.
-    layout
-        The layout policy (default: :data:`~cytearc.storage.layout.DEFAULT_LAYOUT`).
-    compression
-        ``"gzip"`` (default), ``"zstd"`` or None.
-    overwrite
-        Replace an unprepared CyteArc store at ``destination``.
-    mem_budget, workers, cluster, engine
-        Where and with how much memory the write runs (see :mod:`cytearc.engine`).
-    show_progress
-        Progress bars for the scan and the write.
+    %(store_options)s
+
+    Returns
+    -------
+    ImportResult
+        The new store's path, assays, shapes, dtypes and dataset fingerprint.
+
+    Raises
+    ------
+    %(store_raises)s
+
+    Examples
+    --------
+    >>> import tempfile, numpy as np, pandas as pd
+    >>> from cytearc.io.sources import SparseSource
+    >>> source = SparseSource(
+    ...     np.array([[1, 0], [0, 2], [3, 4]]),
+    ...     pd.DataFrame({"ids": ["c1", "c2", "c3"]}),
+    ...     pd.DataFrame({"ids": ["g1", "g2"], "names": ["G1", "G2"],
+    ...                   "feature_types": ["Gene Expression"] * 2}),
+    ... )
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     result = write_store(source, f"{d}/ds.zarr", cluster="threads", show_progress=False)
+    ...     result.shapes, result.dtypes
+    ({'RNA': (3, 2)}, {'RNA': 'uint8'})
     """
     path = check_destination(destination, overwrite=overwrite)
     engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
-    codec = _compressor(compression)
+    codec = compressor(compression, error=CyteArcError)
     n_cells, _ = source.shape
     features = source.features.reset_index(drop=True)
     assays = _assays_of(features, assay_split_key)

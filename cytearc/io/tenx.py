@@ -220,7 +220,27 @@ class TenxH5Source(FileSource):
         return dtype
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
-        """Cells ``start:stop``, reading only their slice of ``data`` and ``indices``."""
+        """Cells ``start:stop``, reading only their slice of ``data`` and ``indices``.
+
+        Parameters
+        ----------
+        start, stop
+            The band of cells, ``0 <= start <= stop <= n_cells``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The band, cells x features, canonical (see :mod:`cytearc.io.sources`).
+
+        Raises
+        ------
+        IndexError
+            If the band is outside the cells.
+        ValueError
+            If the source is closed.
+        SourceFormatError
+            If the stored pointers or indices are out of range.
+        """
         check_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"
@@ -446,7 +466,27 @@ class TenxMtxSource(FileSource):
             raise SourceFormatError(msg)
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
-        """Cells ``start:stop``, from the buckets they overlap (bucketing the file on first use)."""
+        """Cells ``start:stop``, from the buckets they overlap (bucketing the file on first use).
+
+        Parameters
+        ----------
+        start, stop
+            The band of cells, ``0 <= start <= stop <= n_cells``.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            The band, cells x features, canonical (see :mod:`cytearc.io.sources`).
+
+        Raises
+        ------
+        IndexError
+            If the band is outside the cells.
+        ValueError
+            If the source is closed.
+        SourceFormatError
+            If an entry of the matrix is malformed or outside it (found on first use).
+        """
         check_band(start, stop, self.shape[0], self.location)
         return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
 

@@ -25,9 +25,10 @@ from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
+from cytearc.ops.arguments import parse_cell_column, parse_choice, parse_float
 from cytearc.ops.publication import values_digest
 from cytearc.ops.selection import (
     SelectionLike,
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
-    from cytepool.cube.layout import Compression
+    from cytepool.codecs import Compression
 
 __all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "write_bulk"]
 
@@ -220,24 +221,26 @@ def compute_bulk(
         ``cell_selection=ds.select_measured_cells(assay)``.
     """
     operation = "compare.compute_bulk"
-    if (
-        ds.writable
-        or isinstance(cell_selection, ArtifactRef)
-        or (isinstance(cell_selection, str) and "/" in cell_selection)
-    ):
-        selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
-        mask, ref = selection.mask, str(selection.ref)
-    else:
-        mask = read_measured_mask(ds, assay, cell_selection, operation=operation)
-        key = cell_selection if isinstance(cell_selection, str) else None
-        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {values_digest(mask)}"
     source = ds.assays[assay]
+    parse_cell_column(ds, sample_key, name="sample_key", operation=operation)
+    parse_cell_column(ds, group_key, name="group_key", operation=operation)
+    target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
+    mask = read_measured_mask(ds, assay, cell_selection, operation=operation)
     samples, has_sample = _labels(ds, sample_key, mask)
     groups, has_group = _labels(ds, group_key, mask)
     pooled = has_sample & has_group
     if not pooled.any():
         msg = f"{ds.where}: {operation}: no selected cell has both a {sample_key!r} and a {group_key!r} label"
-        raise CyteArcError(msg)
+        raise OperationArgumentError(msg)
+    if (
+        ds.writable
+        or isinstance(cell_selection, ArtifactRef)
+        or (isinstance(cell_selection, str) and "/" in cell_selection)
+    ):
+        ref = str(publish_measured_selection(ds, assay, cell_selection, operation=operation).ref)
+    else:
+        key = cell_selection if isinstance(cell_selection, str) else None
+        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {values_digest(mask)}"
     sample_order, group_order = _order(samples[pooled]), _order(groups[pooled])
     s_pos = {s: i for i, s in enumerate(sample_order)}
     g_pos = {g: i for i, g in enumerate(group_order)}
@@ -338,6 +341,7 @@ def write_bulk(
     cytepool.errors.CubeExistsError
         A cube is at ``path`` and ``overwrite`` is False.
     """
+    parse_choice(compression, ("gzip", "zstd", None), name="compression", operation="compare.write_bulk")
     cube = compute_bulk(
         ds,
         assay,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cytearc.artifacts import Artifact, open_artifact
+from cytearc.ops.arguments import parse_float, parse_int
 from cytearc.ops.neighbors import load_connectivities, umap_module
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
 from cytearc.ops.selection import artifact_cell_mask
@@ -34,7 +35,14 @@ def umap(
     Also written to the cell columns ``<assay>_UMAP1``, ``<assay>_UMAP2``
     (NaN outside the selection).
     """
-    source = open_input(ds, graph, kind="neighbors", operation="layout.umap")
+    operation = "layout.umap"
+    source = open_input(ds, graph, kind="neighbors", operation=operation)
+    n_components = parse_int(n_components, name="n_components", operation=operation, minimum=1)
+    parse_float(min_dist, name="min_dist", operation=operation, non_negative=True)
+    parse_float(spread, name="spread", operation=operation, positive=True)
+    if n_epochs is not None:
+        n_epochs = parse_int(n_epochs, name="n_epochs", operation=operation, minimum=1)
+    seed = parse_int(seed, name="seed", operation=operation)
     pca_ref = source.inputs()["pca"]
 
     def build(writer: ArtifactWriter) -> None:

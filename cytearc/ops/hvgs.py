@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.errors import CyteArcError
-from cytearc.ops.publication import reuse_or_publish
+from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.ops.arguments import parse_choice, parse_float, parse_int
+from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
 if TYPE_CHECKING:
-    from cytearc.artifacts import ArtifactWriter
+    from cytearc.artifacts import Artifact, ArtifactWriter
     from cytearc.storage.store import AnalysisStore
 
 __all__ = ["hvg_statistics", "hvgs", "seurat_statistics"]
@@ -109,7 +109,7 @@ def seurat_statistics(
 
 def hvgs(
     ds: AnalysisStore,
-    normalized: ArtifactRef | str | Artifact,
+    normalized: ArtifactLike,
     *,
     n_top: int = 2000,
     flavor: str = "seurat",
@@ -124,18 +124,20 @@ def hvgs(
     ``dispersion_norm`` per feature (NaN where undefined), ``highly_variable``
     (bool) and ``features``, the selected feature indices in increasing order.
     """
-    source = normalized if isinstance(normalized, Artifact) else open_artifact(ds.root, normalized)
-    if source.ref.kind != "normalized":
-        msg = f"{source.ref}: features.hvgs needs a normalized artifact"
-        raise CyteArcError(msg)
+    operation = "features.hvgs"
+    source = open_input(ds, normalized, kind="normalized", operation=operation)
     n_cells = int(source.array("data").shape[0])
-
-    if flavor not in {"seurat", "log"}:
-        msg = f"features.hvgs: flavor must be 'seurat' or 'log', found {flavor!r}"
-        raise CyteArcError(msg)
+    n_top = parse_int(n_top, name="n_top", operation=operation, minimum=1)
+    flavor = parse_choice(flavor, ("seurat", "log"), name="flavor", operation=operation)
+    n_bins = parse_int(n_bins, name="n_bins", operation=operation, minimum=1)
+    min_mean = parse_float(min_mean, name="min_mean", operation=operation)
+    max_mean = parse_float(max_mean, name="max_mean", operation=operation)
+    if min_mean > max_mean:
+        msg = f"{operation}: min_mean ({min_mean}) must not exceed max_mean ({max_mean})"
+        raise OperationArgumentError(msg)
     if flavor == "seurat" and "linear_m2" not in set(source.group.array_keys()):
         msg = f"{source.ref}: flavor='seurat' needs linear_sum and linear_m2, which this normalized artifact predates; run features.normalize with invalidate_cache=True, or pass flavor='log'"
-        raise CyteArcError(msg)
+        raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
         if flavor == "seurat":

@@ -23,9 +23,15 @@ from scipy.special import ndtr
 from scipy.stats import rankdata
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.ops.arguments import parse_cell_column, parse_float
 from cytearc.ops.publication import reuse_or_publish, values_digest
-from cytearc.ops.selection import SelectionLike, group_labels, publish_measured_selection
+from cytearc.ops.selection import (
+    SelectionLike,
+    group_labels,
+    publish_measured_selection,
+    read_measured_mask,
+)
 from cytepool.de.toptable import p_adjust_bh
 
 if TYPE_CHECKING:
@@ -137,17 +143,19 @@ def search(
     of :data:`STATISTICS` plus ``padj`` as groups x features arrays.
     """
     operation = "markers.search"
-    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     source = ds.assays[assay]
+    parse_cell_column(ds, group_key, name="group_key", operation=operation)
+    target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     labels, valid = group_labels(ds, group_key)
-    mask = selection.mask & valid
+    mask = read_measured_mask(ds, assay, cell_selection, operation=operation) & valid
     if not mask.any():
-        msg = f"{ds.where}: {operation}: no selected cell has a label in {group_key!r}"
-        raise CyteArcError(msg)
+        msg = f"{ds.where}: {operation}: no selected cell has a label in {group_key!r}; pass a group_key labelling the selected cells"
+        raise OperationArgumentError(msg)
     groups, codes = np.unique(labels[mask], return_inverse=True)
     if len(groups) < 2:
         msg = f"{ds.where}: {operation}: {group_key!r} has one group among the selected cells; markers need two or more"
-        raise CyteArcError(msg)
+        raise OperationArgumentError(msg)
+    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     rows = np.flatnonzero(mask)
 
     def build(writer: ArtifactWriter) -> None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import scipy.sparse as sp
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import OperationArgumentError
+from cytearc.ops.arguments import parse_int
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
 if TYPE_CHECKING:
@@ -108,15 +109,20 @@ def neighbors(
     the connectivities as CSR arrays ``conn_indptr``, ``conn_indices``,
     ``conn_data``.
     """
-    source = open_input(ds, pca, kind="pca", operation="graph.neighbors")
-    total = int(source.array("coords").shape[1])
+    operation = "graph.neighbors"
+    source = open_input(ds, pca, kind="pca", operation=operation)
+    n_cells, total = (int(n) for n in source.array("coords").shape)
+    k = parse_int(k, name="k", operation=operation, minimum=2)
+    if k > n_cells:
+        msg = f"{operation}: k={k} is more than the {n_cells} cells; pass a smaller k"
+        raise OperationArgumentError(msg)
+    if n_comps is not None:
+        n_comps = parse_int(n_comps, name="n_comps", operation=operation, minimum=1)
+    seed = parse_int(seed, name="seed", operation=operation)
     use = total if n_comps is None else min(n_comps, total)
 
     def build(writer: ArtifactWriter) -> None:
         coords = source.read("coords")[:, :use]
-        if k > coords.shape[0]:
-            msg = f"graph.neighbors: k={k} is more than the {coords.shape[0]} cells"
-            raise CyteArcError(msg)
         indices, distances = knn(coords, k, seed=seed)
         graph = connectivities(indices, distances, seed=seed)
         writer.write("indices", indices.astype(np.int32))

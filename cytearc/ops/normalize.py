@@ -15,6 +15,7 @@ import dask.array as da
 import numpy as np
 
 from cytearc.assays.types import RNA_TYPES
+from cytearc.ops.arguments import parse_bool, parse_choice, parse_float
 from cytearc.ops.publication import reuse_or_publish
 from cytearc.ops.selection import SelectionLike, publish_measured_selection
 from cytearc.utils.moments import ColumnMoments
@@ -161,12 +162,13 @@ def normalize(
     normalized values before the log, which scanpy's HVG statistics use).
     """
     operation = "features.normalize"
-    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
-    method = method or default_method(ds.assay_types[assay])
-    if method not in _METHODS:
-        msg = f"{ds.where}: {operation}: method {method!r} is not one of {_METHODS}"
-        raise ValueError(msg)
     source = ds.assays[assay]
+    method = parse_choice(
+        method or default_method(source.assayType), _METHODS, name="method", operation=operation
+    )
+    target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
+    log1p = parse_bool(log1p, name="log1p", operation=operation)
+    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     parameters = {
         "assay": assay,
         "method": method,

@@ -16,16 +16,16 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
-from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.ops.arguments import parse_choice, parse_float, parse_int
 from cytearc.ops.normalize import block_moments
-from cytearc.ops.publication import reuse_or_publish
+from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from cytearc.artifacts import ArtifactWriter
+    from cytearc.artifacts import Artifact, ArtifactWriter
     from cytearc.storage.store import AnalysisStore
 
 __all__ = ["feature_moments", "feature_scaling", "pca", "scaled_block", "scaled_graph"]
@@ -102,8 +102,8 @@ def _signs(loadings: np.ndarray) -> np.ndarray:
 
 def pca(
     ds: AnalysisStore,
-    normalized: ArtifactRef | str | Artifact,
-    hvgs: ArtifactRef | str | Artifact,
+    normalized: ArtifactLike,
+    hvgs: ArtifactLike,
     *,
     n_comps: int = 50,
     mode: str = "exact",
@@ -118,22 +118,23 @@ def pca(
     ``explained_variance_ratio``, and the ``features``, ``mean`` and ``scale``
     used.
     """
-    norm = normalized if isinstance(normalized, Artifact) else open_artifact(ds.root, normalized)
-    hv = hvgs if isinstance(hvgs, Artifact) else open_artifact(ds.root, hvgs)
+    operation = "reduce.pca"
+    norm = open_input(ds, normalized, kind="normalized", operation=operation)
+    hv = open_input(ds, hvgs, kind="hvgs", operation=operation)
     if hv.inputs().get("normalized") != norm.ref:
-        msg = (
-            f"{hv.ref}: these HVGs were selected on {hv.inputs().get('normalized')}, not {norm.ref}"
-        )
-        raise CyteArcError(msg)
-    if mode not in {"exact", "randomized"}:
-        msg = f"reduce.pca: mode must be 'exact' or 'randomized', found {mode!r}"
-        raise CyteArcError(msg)
+        msg = f"{hv.ref}: these HVGs were selected on {hv.inputs().get('normalized')}, not {norm.ref}; pass the hvgs of this normalized artifact"
+        raise OperationArgumentError(msg)
+    n_comps = parse_int(n_comps, name="n_comps", operation=operation, minimum=1)
+    mode = parse_choice(mode, ("exact", "randomized"), name="mode", operation=operation)
+    if max_value is not None:
+        parse_float(max_value, name="max_value", operation=operation, positive=True)
+    seed = parse_int(seed, name="seed", operation=operation)
     features = hv.read("features")
     n_cells = int(norm.array("data").shape[0])
     k = min(n_comps, len(features), n_cells - 1)
     if k < 1:
-        msg = f"reduce.pca: {n_cells} cells and {len(features)} features leave no component"
-        raise CyteArcError(msg)
+        msg = f"reduce.pca: {n_cells} cells and {len(features)} features leave no component; select more cells or features"
+        raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
         total_sum, m2 = feature_moments(norm, compute=writer.run)

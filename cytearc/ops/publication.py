@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from cytearc.artifacts import Artifact, ArtifactRef, make_provenance, open_artifact, produce
-from cytearc.errors import CyteArcError
+from cytearc.errors import OperationArgumentError
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: 
 
     Raises
     ------
-    CyteArcError
+    OperationArgumentError
         The artifact is of another kind.
     MissingArtifactError, IncompleteArtifactError
         No published artifact at the ref.
@@ -78,7 +78,7 @@ def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: 
     artifact = value if isinstance(value, Artifact) else open_artifact(ds.root, value)
     if artifact.ref.kind != kind:
         msg = f"{artifact.ref}: {operation} needs a {kind} artifact, found {artifact.ref.kind!r}; pass the output of the operation that makes {kind} artifacts"
-        raise CyteArcError(msg)
+        raise OperationArgumentError(msg)
     return artifact
 
 

@@ -14,6 +14,7 @@ scater's ``isOutlier``. Both publish a datastore ``cell_selection``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import dask.array as da
@@ -21,8 +22,9 @@ import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import CyteArcError, ReadOnlyStoreError
+from cytearc.errors import CyteArcError, OperationArgumentError, ReadOnlyStoreError
 from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.ops.arguments import parse_cell_column, parse_float, parse_patterns
 from cytearc.ops.publication import reuse_or_publish, values_digest, write_cell_column
 from cytearc.ops.selection import (
     MEMBERSHIP_REMEDY,
@@ -33,7 +35,7 @@ from cytearc.ops.selection import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from cytearc.artifacts import ArtifactWriter
     from cytearc.storage.store import AnalysisStore
@@ -63,6 +65,7 @@ def metrics(
     ``patterns`` maps a column suffix to a regular expression searched in the
     feature names (default :data:`DEFAULT_PATTERNS`, case-insensitive).
     """
+    patterns = parse_patterns(patterns, operation="qc.metrics")
     if not ds.writable:
         msg = f"{ds.where}: qc.metrics writes cell columns; open the store with zarr_mode='r+'"
         raise ReadOnlyStoreError(msg)
@@ -133,14 +136,14 @@ def metric_assay(ds: AnalysisStore, column: str) -> str | None:
 def _check_metric(ds: AnalysisStore, column: str, mask: np.ndarray, operation: str) -> np.ndarray:
     if column not in ds.cells.columns:
         msg = f"{ds.where}: {operation}: no cell column {column!r}; run qc.metrics first"
-        raise CyteArcError(msg)
+        raise OperationArgumentError(msg)
     assay = metric_assay(ds, column)
     if assay is not None:
         check_measured(ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY)
     values = ds.cells.fetch_all(column)
     if values.dtype.kind not in "biuf":
-        msg = f"{ds.where}: {operation}: {column!r} is not numeric ({values.dtype})"
-        raise CyteArcError(msg)
+        msg = f"{ds.where}: {operation}: {column!r} is not numeric ({values.dtype}); pass a numeric metric column"
+        raise OperationArgumentError(msg)
     return values.astype(np.float64)
 
 
@@ -172,6 +175,26 @@ def _publish_selection(
     )
 
 
+def _parse_bounds(bounds: object, *, operation: str) -> dict[str, tuple[float | None, float | None]]:
+    if not isinstance(bounds, Mapping):
+        msg = f"{operation}: bounds must map metric columns to (low, high) pairs, found {bounds!r}"
+        raise OperationArgumentError(msg)
+    parsed: dict[str, tuple[float | None, float | None]] = {}
+    for column, pair in bounds.items():
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            msg = f"{operation}: bounds[{column!r}] must be a (low, high) pair, found {pair!r}"
+            raise OperationArgumentError(msg)
+        low, high = (
+            None if v is None else parse_float(v, name=f"bounds[{column!r}]", operation=operation)
+            for v in pair
+        )
+        if low is not None and high is not None and low > high:
+            msg = f"{operation}: bounds[{column!r}] has low {low} above high {high}; swap them"
+            raise OperationArgumentError(msg)
+        parsed[str(column)] = (low, high)
+    return parsed
+
+
 def filter_cells(
     ds: AnalysisStore,
     bounds: Mapping[str, tuple[float | None, float | None]],
@@ -180,6 +203,7 @@ def filter_cells(
 ) -> Artifact:
     """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open)."""
     operation = "qc.filter"
+    bounds = _parse_bounds(bounds, operation=operation)
     mask = read_selection_mask(ds, cell_selection)
     metric_values = {c: _check_metric(ds, c, mask, operation) for c in sorted(bounds)}
     prior = publish_selection(ds, cell_selection)
@@ -228,6 +252,10 @@ def auto_filter(
 ) -> Artifact:
     """Keep the selected cells within ``nmads`` MADs of the median of each metric (per sample)."""
     operation = "qc.auto_filter"
+    ds.assays[assay]
+    nmads = parse_float(nmads, name="nmads", operation=operation, positive=True)
+    if sample_key is not None:
+        parse_cell_column(ds, sample_key, name="sample_key", operation=operation)
     if metrics is None:
         metrics = [f"{assay}_nCounts", f"{assay}_nFeatures"]
         if f"{assay}_percentMito" in ds.cells.columns:

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact, ArtifactRef, open_artifact
-from cytearc.errors import AssayNotFoundError, CyteArcError, StaleSelectionError
+from cytearc.errors import (
+    AssayNotFoundError,
+    CyteArcError,
+    OperationArgumentError,
+    StaleSelectionError,
+)
 from cytearc.metadata.membership import check_measured, membership_column
 from cytearc.ops.publication import reuse_or_publish, values_digest
 
@@ -49,7 +54,7 @@ def group_labels(ds: AnalysisStore, key: str) -> tuple[np.ndarray, np.ndarray]:
     """A cell column that groups cells, and which cells have a label.
 
     NaN, negative numbers (such as the ``-1`` of cells outside a clustering)
-    and empty text are no label.
+    and empty or missing (None) text are no label.
     """
     values = ds.cells.fetch_all(key)
     if values.dtype.kind == "f":
@@ -57,7 +62,7 @@ def group_labels(ds: AnalysisStore, key: str) -> tuple[np.ndarray, np.ndarray]:
     if values.dtype.kind in "iu":
         return values, values >= 0
     values = values.astype(object)
-    return values, np.array([v != "" for v in values], dtype=bool)
+    return values, np.array([v is not None and v != "" for v in values], dtype=bool)
 
 
 def row_ids_fingerprint(ds: AnalysisStore) -> str:
@@ -192,15 +197,18 @@ def select_measured_cells(
     Returns the prior selection itself when the assay has no membership
     column or measured every selected cell.
     """
-    prior = publish_selection(ds, cell_selection)
+    ds.assays[assay]
     column = membership_column(ds.cells, assay)
-    if column is None:
+    membership = None if column is None else ds.cells.fetch_all(column).astype(bool)
+    if membership is not None:
+        mask = read_selection_mask(ds, cell_selection)
+        if not (mask & membership).any():
+            msg = f"{ds.where}: select_measured_cells: assay {assay!r} measured none of the {int(mask.sum())} selected cells; select cells the assay measured"
+            raise OperationArgumentError(msg)
+    prior = publish_selection(ds, cell_selection)
+    if membership is None:
         return prior.ref
-    membership = ds.cells.fetch_all(column).astype(bool)
     measured = prior.mask & membership
-    if not measured.any():
-        msg = f"{ds.where}: assay {assay!r} measured none of the {prior.n_cells} selected cells"
-        raise CyteArcError(msg)
     if measured.sum() == prior.n_cells:
         return prior.ref
     return reuse_or_publish(

@@ -35,8 +35,8 @@ def test_v3_folder_and_h5_give_one_identity(
     b = CrToZarr(h5, tmp_path / "h5.zarr", engine=engine, show_progress=False).dump()
     assert a.dataset_fingerprint == b.dataset_fingerprint
     reference = scipy.io.mmread(folder / "matrix.mtx.gz").T.toarray()
-    np.testing.assert_array_equal(_store(a.path).RNA.counts.compute(), reference)
-    np.testing.assert_array_equal(_store(b.path).RNA.countsT.compute(), reference.T)
+    np.testing.assert_array_equal(_store(a.path).assays["RNA"].counts.compute(), reference)
+    np.testing.assert_array_equal(_store(b.path).assays["RNA"].countsT.compute(), reference.T)
 
 
 def test_v2_folder_and_h5_give_one_identity(
@@ -47,9 +47,12 @@ def test_v2_folder_and_h5_give_one_identity(
     h5 = shared_data / "10x_v2_h5_hg19_chr21" / "filtered_gene_bc_matrices_h5.h5"
     a = import_data(folder, tmp_path / "mtx.zarr", engine=engine, show_progress=False)
     b = import_data(h5, tmp_path / "h5.zarr", engine=engine, show_progress=False)
-    assert _store(a.path).RNA.content_fingerprint == _store(b.path).RNA.content_fingerprint
+    assert (
+        _store(a.path).assays["RNA"].content_fingerprint
+        == _store(b.path).assays["RNA"].content_fingerprint
+    )
     reference = scipy.io.mmread(folder / "matrix.mtx").T.toarray()
-    np.testing.assert_array_equal(_store(b.path).RNA.counts.compute(), reference)
+    np.testing.assert_array_equal(_store(b.path).assays["RNA"].counts.compute(), reference)
     assert a.dtypes["RNA"] == "uint8"
 
 
@@ -62,9 +65,9 @@ def test_h5ad_and_csv_give_the_10x_identity(
     tenx = _store(
         CrToZarr(h5, tmp_path / "h5.zarr", engine=engine, show_progress=False).dump().path
     )
-    counts = tenx.RNA.counts.compute()
+    counts = tenx.assays["RNA"].counts.compute()
     cells = tenx.cells.fetch_all("ids")
-    genes = tenx.RNA.features.to_pandas()
+    genes = tenx.assays["RNA"].features.to_pandas()
     matrix = {
         "csr": sp.csr_matrix(counts),
         "csc": sp.csc_matrix(counts),
@@ -83,7 +86,7 @@ def test_h5ad_and_csv_give_the_10x_identity(
         .dump()
         .path
     )
-    assert from_h5ad.RNA.content_fingerprint == tenx.RNA.content_fingerprint
+    assert from_h5ad.assays["RNA"].content_fingerprint == tenx.assays["RNA"].content_fingerprint
     assert from_h5ad.dataset_fingerprint == tenx.dataset_fingerprint
     if layout == "dense":
         frame = pd.DataFrame(counts[:200], index=cells[:200], columns=genes["ids"])
@@ -93,7 +96,7 @@ def test_h5ad_and_csv_give_the_10x_identity(
             .dump()
             .path
         )
-        np.testing.assert_array_equal(from_csv.RNA.counts.compute(), counts[:200])
+        np.testing.assert_array_equal(from_csv.assays["RNA"].counts.compute(), counts[:200])
         frame.T.to_csv(tmp_path / "t.csv")
         transposed = _store(
             CSVtoZarr(
@@ -106,7 +109,10 @@ def test_h5ad_and_csv_give_the_10x_identity(
             .dump()
             .path
         )
-        assert transposed.RNA.content_fingerprint == from_csv.RNA.content_fingerprint
+        assert (
+            transposed.assays["RNA"].content_fingerprint
+            == from_csv.assays["RNA"].content_fingerprint
+        )
 
 
 def test_citeseq_h5_splits_assays(tmp_path: Path, shared_data: Path, engine: Engine) -> None:
@@ -116,7 +122,7 @@ def test_citeseq_h5_splits_assays(tmp_path: Path, shared_data: Path, engine: Eng
         CrToZarr(h5, tmp_path / "cite.zarr", engine=engine, show_progress=False).dump().path
     )
     assert ds.assay_types == {"ADT": "ADT", "RNA": "RNA"}
-    assert ds.ADT.features.fetch_all("names").tolist() == [
+    assert ds.assays["ADT"].features.fetch_all("names").tolist() == [
         "CD3",
         "CD4",
         "CD8",
@@ -128,8 +134,11 @@ def test_citeseq_h5_splits_assays(tmp_path: Path, shared_data: Path, engine: Eng
         "CD45",
         "IgG1_control_TotalSeqC",
     ]
-    assert ds.ADT.counts.shape == (892, 10)
-    assert int(ds.RNA.counts.sum().compute()) + int(ds.ADT.counts.sum().compute()) == 8_671_085
+    assert ds.assays["ADT"].counts.shape == (892, 10)
+    assert (
+        int(ds.assays["RNA"].counts.sum().compute()) + int(ds.assays["ADT"].counts.sum().compute())
+        == 8_671_085
+    )
 
 
 def test_real_h5ad_keeps_obs_columns(tmp_path: Path, shared_data: Path, engine: Engine) -> None:
@@ -142,7 +151,7 @@ def test_real_h5ad_keeps_obs_columns(tmp_path: Path, shared_data: Path, engine: 
         warnings.simplefilter("ignore")
         adata = ad.read_h5ad(path)
     np.testing.assert_array_equal(
-        ds.RNA.counts.compute(), np.asarray(sp.csr_matrix(adata.X).toarray())
+        ds.assays["RNA"].counts.compute(), np.asarray(sp.csr_matrix(adata.X).toarray())
     )
     assert ds.cells.fetch_all("ids").tolist() == adata.obs_names.tolist()
     for column in adata.obs.columns[:5]:
@@ -175,5 +184,5 @@ def test_h5ad_assay_split_key_and_layer(tmp_path: Path, engine: Engine) -> None:
     assert result.assays == {"RNA": "RNA", "ADT": "ADT"}
     assert result.dtypes == {"RNA": "uint8", "ADT": "uint8"}
     ds = _store(result.path)
-    np.testing.assert_array_equal(ds.ADT.counts.compute(), counts[:, 35:])
-    np.testing.assert_array_equal(ds.RNA.countsT.compute(), counts[:, :35].T)
+    np.testing.assert_array_equal(ds.assays["ADT"].counts.compute(), counts[:, 35:])
+    np.testing.assert_array_equal(ds.assays["RNA"].countsT.compute(), counts[:, :35].T)

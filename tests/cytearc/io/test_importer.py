@@ -80,15 +80,19 @@ def test_import_and_open(tmp_path: Path, engine: Engine) -> None:
     result = _import(matrix, tmp_path / "ds.zarr", engine)
     ds = DataStore(result.path)
     dense = matrix.toarray()
-    np.testing.assert_array_equal(ds.RNA.counts.compute(), dense)
-    np.testing.assert_array_equal(ds.RNA.countsT.compute(), dense.T)
-    assert ds.RNA.counts.chunks[0][0] == ds.RNA._counts.shards[0]
+    np.testing.assert_array_equal(ds.assays["RNA"].counts.compute(), dense)
+    np.testing.assert_array_equal(ds.assays["RNA"].countsT.compute(), dense.T)
+    shards = ds.assays["RNA"]._counts.shards
+    assert shards is not None
+    assert ds.assays["RNA"].counts.chunks[0][0] == shards[0]
     assert ds.assay_types == {"RNA": "RNA"}
     assert ds.cells.fetch_all("ids")[3] == "AAAC-3"
     assert ds.cells.fetch("sample").tolist()[:2] == ["s1", "s2"]
-    assert ds.RNA.features.fetch_all("names")[5] == "GENE5"
-    np.testing.assert_array_equal(ds.RNA.summary("rowSums"), dense.sum(axis=1))
-    np.testing.assert_array_equal(ds.RNA.summary("columnPositive"), (dense > 0).sum(axis=0))
+    assert ds.assays["RNA"].features.fetch_all("names")[5] == "GENE5"
+    np.testing.assert_array_equal(ds.assays["RNA"].summary("rowSums"), dense.sum(axis=1))
+    np.testing.assert_array_equal(
+        ds.assays["RNA"].summary("columnPositive"), (dense > 0).sum(axis=0)
+    )
     assert ds.dataset_fingerprint == result.dataset_fingerprint
 
 
@@ -98,10 +102,10 @@ def test_feature_types_become_assays(tmp_path: Path, engine: Engine) -> None:
     result = _import(matrix, tmp_path / "ds.zarr", engine, adt=10)
     ds = DataStore(result.path)
     assert ds.assay_types == {"ADT": "ADT", "RNA": "RNA"}
-    np.testing.assert_array_equal(ds.ADT.counts.compute(), matrix.toarray()[:, 100:])
-    np.testing.assert_array_equal(ds.RNA.countsT.compute(), matrix.toarray()[:, :100].T)
+    np.testing.assert_array_equal(ds.assays["ADT"].counts.compute(), matrix.toarray()[:, 100:])
+    np.testing.assert_array_equal(ds.assays["RNA"].countsT.compute(), matrix.toarray()[:, :100].T)
     with pytest.raises(AttributeError, match="no countsT"):
-        _ = ds.ADT.countsT
+        _ = ds.assays["ADT"].countsT
 
 
 @pytest.mark.parametrize(
@@ -126,7 +130,7 @@ def test_count_dtype(tmp_path: Path, engine: Engine, high: int, kind: str, expec
     result = _import(matrix, tmp_path / "ds.zarr", engine)
     assert result.dtypes["RNA"] == expected
     ds = DataStore(result.path)
-    np.testing.assert_array_equal(ds.RNA.counts.compute(), matrix.toarray())
+    np.testing.assert_array_equal(ds.assays["RNA"].counts.compute(), matrix.toarray())
 
 
 def test_duplicates_are_summed(tmp_path: Path, engine: Engine) -> None:
@@ -135,8 +139,8 @@ def test_duplicates_are_summed(tmp_path: Path, engine: Engine) -> None:
         (np.array([200, 100, 7]), (np.array([0, 0, 3]), np.array([1, 1, 2]))), shape=(600, 120)
     )
     ds = DataStore(_import(coo, tmp_path / "ds.zarr", engine).path)
-    assert ds.RNA.counts[0, 1].compute() == 300
-    assert ds.RNA.counts.dtype == np.uint16
+    assert ds.assays["RNA"].counts[0, 1].compute() == 300
+    assert ds.assays["RNA"].counts.dtype == np.uint16
 
 
 def test_nan_is_refused_before_the_destination_exists(tmp_path: Path, engine: Engine) -> None:
@@ -155,7 +159,10 @@ def test_identity_ignores_layout_and_compressor(tmp_path: Path, engine: Engine) 
     a = _import(matrix, tmp_path / "a.zarr", engine)
     b = _import(matrix, tmp_path / "b.zarr", engine, layout=SMALL.halved(), compression="zstd")
     assert a.dataset_fingerprint == b.dataset_fingerprint
-    assert DataStore(a.path).RNA.content_fingerprint == DataStore(b.path).RNA.content_fingerprint
+    assert (
+        DataStore(a.path).assays["RNA"].content_fingerprint
+        == DataStore(b.path).assays["RNA"].content_fingerprint
+    )
 
 
 def test_read_only_open_changes_nothing(tmp_path: Path, engine: Engine) -> None:
@@ -163,8 +170,8 @@ def test_read_only_open_changes_nothing(tmp_path: Path, engine: Engine) -> None:
     path = _import(_matrix(), tmp_path / "ds.zarr", engine).path
     before = tree_snapshot(path)
     ds = DataStore(path, assay_types={"RNA": "RNA"})
-    ds.RNA.counts.sum().compute()
-    ds.RNA.countsT.sum().compute()
+    ds.assays["RNA"].counts.sum().compute()
+    ds.assays["RNA"].countsT.sum().compute()
     ds.cells.to_pandas()
     with pytest.raises(PermissionError):
         ds.cells.insert("x", np.zeros(ds.cells.n_rows))
@@ -225,7 +232,7 @@ def test_missing_counts_t_refuses_rna(tmp_path: Path, engine: Engine) -> None:
 
     path = _import(_matrix(), tmp_path / "ds.zarr", engine).path
     shutil.rmtree(path / "matrices" / "RNA" / "countsT")
-    with pytest.raises(CyteArcError, match=r"countsT is missing.*repack_zarr"):
+    with pytest.raises(CyteArcError, match=r"countsT is missing.*re-import the source"):
         DataStore(path)
 
 
@@ -239,7 +246,7 @@ def test_assay_types(tmp_path: Path, engine: Engine) -> None:
     with pytest.raises(CyteArcError, match="zarr_mode='r\\+'"):
         DataStore(path, assay_types={"RNA": "URNA"})
     ds = DataStore(path, assay_types={"RNA": "URNA"}, zarr_mode="r+")
-    assert ds.RNA.assayType == "URNA"
+    assert ds.assays["RNA"].assayType == "URNA"
     assert DataStore(path).assay_types == {"RNA": "URNA"}
 
 
@@ -264,7 +271,9 @@ def test_destination_rules(tmp_path: Path, engine: Engine) -> None:
         _import(matrix, path, engine)
     assert isinstance(info.value, FileExistsError)
     _import(_matrix(seed=1), path, engine, overwrite=True)
-    np.testing.assert_array_equal(DataStore(path).RNA.counts.compute(), _matrix(seed=1).toarray())
+    np.testing.assert_array_equal(
+        DataStore(path).assays["RNA"].counts.compute(), _matrix(seed=1).toarray()
+    )
     (path / ".DS_Store").write_text("x")
     with pytest.raises(DestinationExistsError, match=r"\.DS_Store"):
         _import(matrix, path, engine, overwrite=True)
@@ -331,4 +340,6 @@ def test_layout_that_does_not_fit_is_refused(tmp_path: Path) -> None:
     halving = info.value.args[0].split("fits is ")[1].split("}")[0] + "}"
     fitted = CountLayout.from_json(json.loads(halving.replace("'", '"')), where="test")
     result = _import(matrix, tmp_path / "ds.zarr", small, layout=fitted)
-    np.testing.assert_array_equal(DataStore(result.path).RNA.counts.compute(), matrix.toarray())
+    np.testing.assert_array_equal(
+        DataStore(result.path).assays["RNA"].counts.compute(), matrix.toarray()
+    )
