@@ -1,9 +1,11 @@
 """Exceptions raised by CytePool.
 
-Every error subclasses :class:`CubeError`, itself a :class:`ValueError`, or the
-builtin it refines (:class:`FileExistsError`, :class:`FileNotFoundError`), so
-callers that catch the builtin keep working. Messages name the file, the array
-or attribute, what was expected, what was found and what to do.
+Every error subclasses :class:`CytePoolError`, itself a :class:`ValueError`:
+errors of cubes subclass :class:`CubeError`, errors of differential expression
+:class:`LimmaError`. Some also subclass the builtin they refine
+(:class:`FileExistsError`, :class:`FileNotFoundError`), so callers that catch
+the builtin keep working. Messages name the file, the array or attribute, what
+was expected, what was found and what to do.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = [
     "CubeShapeError",
     "CubeTableError",
     "CubeValueError",
+    "CytePoolError",
     "DesignError",
     "FingerprintMismatchError",
     "GroupSkippedError",
@@ -31,7 +34,11 @@ __all__ = [
 ]
 
 
-class CubeError(ValueError):
+class CytePoolError(ValueError):
+    """Base class of every CytePool error: catch it to catch them all."""
+
+
+class CubeError(CytePoolError):
     """Base class of every CytePool cube error."""
 
 
@@ -87,7 +94,7 @@ class CubeNotFoundError(CubeError, FileNotFoundError):
     """There is no cube at the given path."""
 
 
-class LimmaError(ValueError):
+class LimmaError(CytePoolError):
     """Base class of the errors of differential expression (:mod:`cytepool.de`)."""
 
 

@@ -86,11 +86,11 @@ def volcano(
     Examples
     --------
     >>> import numpy as np, pandas as pd
-    >>> from cytepool.de import run_limma_voom
+    >>> from cytepool.de import limma_voom_result
     >>> rng = np.random.default_rng(0)
     >>> counts = pd.DataFrame(rng.poisson(50, (200, 6)), columns=list("abcdef"))
     >>> samples = pd.DataFrame({"c": ["x", "x", "x", "y", "y", "y"]}, index=list("abcdef"))
-    >>> fig = volcano(run_limma_voom(counts, samples, design="~ c"))
+    >>> fig = volcano(limma_voom_result(counts, samples, design="~ c"))
     >>> fig.axes[0].get_xlabel()
     'log2 fold change'
     """

@@ -20,18 +20,32 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import pandas as pd
 
+from cytepool.de.contrasts import parse_contrast
 from cytepool.errors import DesignError
 
 if TYPE_CHECKING:
     from formulaic import ModelSpec
 
-__all__ = ["Comparison", "ContrastLike", "DesignLike", "design_matrix", "resolve_test"]
+__all__ = [
+    "Comparison",
+    "ContrastLike",
+    "ContrastList",
+    "DesignLike",
+    "design_matrix",
+    "is_contrast_list",
+    "resolve_test",
+    "resolve_tests",
+]
 
 DesignLike: TypeAlias = str | pd.DataFrame
 """A formula such as ``"~ condition + donor"`` or a design matrix (rows = samples)."""
 
-ContrastLike: TypeAlias = Mapping[str, float] | Sequence[float] | np.ndarray | pd.Series
-"""Weights over the design columns: a mapping ``{column: weight}`` or one weight per column."""
+ContrastLike: TypeAlias = str | Mapping[str, float] | Sequence[float] | np.ndarray | pd.Series
+"""One contrast: an R expression (``"groupB-groupC"``, see :mod:`cytepool.de.contrasts`), or
+weights over the design columns, as a mapping ``{column: weight}`` or one weight per column."""
+
+ContrastList: TypeAlias = list[str] | tuple[str, ...]
+"""Several contrasts, one R expression each: the columns of R's ``makeContrasts``."""
 
 
 def _as_factor(column: pd.Series) -> pd.Series:
@@ -131,6 +145,13 @@ def design_matrix(design: object, samples: pd.DataFrame) -> pd.DataFrame:
     pandas.DataFrame
         Float64, indexed like ``samples``, one column per coefficient.
 
+    Raises
+    ------
+    DesignError
+        When the formula cannot be evaluated on the sample columns, a factor
+        has one level, the formula gives duplicate columns, or a design-matrix
+        DataFrame lacks a sample row, repeats one or is not numeric.
+
     Examples
     --------
     >>> samples = pd.DataFrame(
@@ -164,18 +185,90 @@ def design_matrix(design: object, samples: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
-    """What is tested: one design column (``coef``) or a contrast of columns."""
+    """What is tested: one design column (``coef``) or a contrast of columns.
+
+    Attributes
+    ----------
+    name
+        The column name, or the contrast's name (the expression as written,
+        or one made like R's ``makeContrasts`` from a mapping or vector).
+    coef
+        The 0-based position of the tested column; None for a contrast.
+    contrast
+        One weight per design column; None for a coefficient.
+    """
 
     name: str
     coef: int | None
     contrast: tuple[float, ...] | None
 
     def to_json(self, columns: Sequence[str]) -> dict[str, Any]:
-        """The JSON form kept in a result's settings."""
+        """The JSON form kept in a result's settings.
+
+        Parameters
+        ----------
+        columns
+            The design columns the test was resolved on.
+
+        Returns
+        -------
+        dict
+            ``{"coef": name, "contrast": None}`` or ``{"coef": None, "contrast":
+            {"name": ..., "weights": {column: weight}}}`` (non-zero weights only).
+        """
         if self.contrast is None:
             return {"coef": self.name, "contrast": None}
         weights = {c: w for c, w in zip(columns, self.contrast, strict=True) if w != 0.0}
         return {"coef": None, "contrast": {"name": self.name, "weights": weights}}
+
+    def on_columns(self, source: Sequence[str], target: Sequence[str]) -> Comparison:
+        """The same test on a design with columns ``target``, matched by column name.
+
+        A cube group's design is built from the samples the group keeps, so it
+        may lack columns of the design of all samples (``source``).
+
+        Parameters
+        ----------
+        source
+            The design columns this test was resolved on.
+        target
+            The columns of the design to test on.
+
+        Returns
+        -------
+        Comparison
+            The same name, with the coefficient position or the weights of ``target``.
+
+        Raises
+        ------
+        DesignError
+            When the tested column, or a column with a non-zero weight, is not in ``target``.
+
+        Examples
+        --------
+        >>> test = resolve_test(["(Intercept)", "donord2", "conditionstim"], coef=None, contrast=None)
+        >>> test.on_columns(["(Intercept)", "donord2", "conditionstim"], ["(Intercept)", "conditionstim"])
+        Comparison(name='conditionstim', coef=1, contrast=None)
+        """
+        target = list(target)
+        if self.contrast is None:
+            missing = [self.name] if self.name not in target else []
+        else:
+            weights = dict(zip(source, self.contrast, strict=True))
+            missing = [c for c, w in weights.items() if w != 0.0 and c not in target]
+        if missing:
+            msg = (
+                f"{self.name!r} needs design columns {missing}, which this design lacks "
+                f"(its samples have no such level); its columns are {target}"
+            )
+            raise DesignError(msg)
+        if self.contrast is None:
+            return Comparison(name=self.name, coef=target.index(self.name), contrast=None)
+        return Comparison(
+            name=self.name,
+            coef=None,
+            contrast=tuple(weights.get(c, 0.0) for c in target),
+        )
 
 
 def _contrast_name(terms: Sequence[tuple[str, float]]) -> str:
@@ -211,9 +304,12 @@ def _resolve_coef(columns: list[str], coef: object) -> Comparison:
 
 def _resolve_contrast(columns: list[str], contrast: object) -> Comparison:
     if isinstance(contrast, str):
+        weights = parse_contrast(contrast, columns)
+        return Comparison(name=contrast, coef=None, contrast=tuple(weights.tolist()))
+    if is_contrast_list(contrast):
         msg = (
-            f"contrast {contrast!r}: expressions are not parsed; give weights as a mapping, "
-            f"such as {{{columns[-1]!r}: 1, {columns[0]!r}: -1}}, or one weight per column of {columns}"
+            f"contrast: expected one contrast here, found the list {contrast!r}; "
+            "pass a list of expressions to run_limma_voom or limma_voom"
         )
         raise DesignError(msg)
     if isinstance(contrast, pd.Series):
@@ -243,12 +339,55 @@ def _resolve_contrast(columns: list[str], contrast: object) -> Comparison:
     return Comparison(name=_contrast_name(terms), coef=None, contrast=tuple(weights.tolist()))
 
 
+def is_contrast_list(contrast: object) -> bool:
+    """Whether ``contrast`` is several contrasts: a list or tuple whose items are all strings.
+
+    Parameters
+    ----------
+    contrast
+        What was passed as ``contrast``.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> is_contrast_list(["b-a", "c-a"]), is_contrast_list("b-a"), is_contrast_list([0, 1])
+    (True, False, False)
+    """
+    return (
+        isinstance(contrast, list | tuple)
+        and len(contrast) > 0
+        and all(isinstance(c, str) for c in contrast)
+    )
+
+
 def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> Comparison:
     """The coefficient or contrast to test, checked against the design columns.
 
-    ``coef`` is a column name or a 0-based position (negative counts from the
-    end); the last column when both ``coef`` and ``contrast`` are None.
-    ``contrast`` maps column names to weights, or gives one weight per column.
+    Parameters
+    ----------
+    columns
+        The design column names, in order.
+    coef
+        A column name or a 0-based position (negative counts from the end);
+        the last column when both ``coef`` and ``contrast`` are None.
+    contrast
+        An R expression over the column names (``"groupB-groupC"``,
+        ``"(groupA+groupB)/2-groupC"``; see :func:`~cytepool.de.contrasts.parse_contrast`),
+        a mapping of column names to weights, or one weight per column.
+
+    Returns
+    -------
+    Comparison
+
+    Raises
+    ------
+    DesignError
+        When both ``coef`` and ``contrast`` are given, the column or position
+        is not in the design, or the contrast does not parse, names columns
+        the design lacks or has weights that are all zero or not finite.
 
     Examples
     --------
@@ -257,6 +396,8 @@ def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> C
     'donord2'
     >>> resolve_test(cols, coef=None, contrast={"conditionstim": 1, "donord2": -1}).name
     'conditionstim-donord2'
+    >>> resolve_test(cols, coef=None, contrast="(conditionstim+donord2)/2").contrast
+    (0.0, 0.5, 0.5)
     """
     if coef is not None and contrast is not None:
         msg = "give either coef or contrast, not both"
@@ -264,3 +405,54 @@ def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> C
     if contrast is None:
         return _resolve_coef(list(columns), coef)
     return _resolve_contrast(list(columns), contrast)
+
+
+def resolve_tests(
+    columns: Sequence[str], *, coef: object, contrast: object
+) -> tuple[Comparison, ...]:
+    """Every test asked for: one per expression of a list of contrasts, else :func:`resolve_test`'s one.
+
+    Parameters
+    ----------
+    columns
+        The design column names, in order.
+    coef, contrast
+        As in :func:`resolve_test`; ``contrast`` may also be a list or tuple
+        of R expressions, the columns of R's ``makeContrasts``.
+
+    Returns
+    -------
+    tuple of Comparison
+        In the order of the list, each named by its expression as written.
+
+    Raises
+    ------
+    DesignError
+        As :func:`resolve_test`, for each expression; and when the list is
+        empty, holds something other than strings, or repeats an expression.
+
+    Examples
+    --------
+    >>> cols = ["groupA", "groupB", "groupC"]
+    >>> [t.contrast for t in resolve_tests(cols, coef=None, contrast=["groupB-groupC", "(groupA+groupB)/2-groupC"])]
+    [(0.0, 1.0, -1.0), (0.5, 0.5, -1.0)]
+    """
+    if not is_contrast_list(contrast):
+        if isinstance(contrast, list | tuple) and (
+            not contrast or any(isinstance(c, str) for c in contrast)
+        ):
+            msg = (
+                f"contrast: expected a list of expressions such as ['groupB-groupC', "
+                f"'(groupA+groupB)/2-groupC'] or one weight per design column, found {contrast!r}"
+            )
+            raise DesignError(msg)
+        return (resolve_test(columns, coef=coef, contrast=contrast),)
+    assert isinstance(contrast, list | tuple)
+    if coef is not None:
+        msg = "give either coef or contrast, not both"
+        raise DesignError(msg)
+    repeated = sorted({c for c in contrast if contrast.count(c) > 1})
+    if repeated:
+        msg = f"contrast list repeats {repeated}; give each expression once"
+        raise DesignError(msg)
+    return tuple(resolve_test(columns, coef=None, contrast=c) for c in contrast)

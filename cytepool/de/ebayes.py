@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
+from cytepool._warnings import warn_user
 from cytepool.errors import LimmaError
 
 if TYPE_CHECKING:
@@ -43,13 +44,22 @@ def _t_isf(p: np.ndarray, df: np.ndarray | float) -> np.ndarray:
 
 
 def _warn(message: str) -> None:
-    from cytearc._warnings import warn_user  # noqa: PLC0415 (cytearc is imported only to warn)
-
     warn_user(message)
 
 
 def trigamma_inverse(x: float) -> float:
     """The ``y`` with ``trigamma(y) == x``, by limma's Newton iteration.
+
+    Parameters
+    ----------
+    x
+        A trigamma value.
+
+    Returns
+    -------
+    float
+        ``y``; NaN for a negative or NaN ``x``. A warning is shown when the
+        iteration limit (50) is reached.
 
     Examples
     --------
@@ -79,7 +89,22 @@ def trigamma_inverse(x: float) -> float:
 
 
 def fit_f_dist(x: np.ndarray, df1: np.ndarray) -> tuple[float, float]:
-    """Moment estimates ``(scale, df2)`` of ``x ~ scale * F(df1, df2)`` (limma's ``fitFDist``)."""
+    """Moment estimates ``(scale, df2)`` of ``x ~ scale * F(df1, df2)`` (limma's ``fitFDist``).
+
+    Parameters
+    ----------
+    x
+        Per gene, the residual variances.
+    df1
+        Per gene, their degrees of freedom.
+
+    Returns
+    -------
+    scale, df2
+        The prior variance s0² and degrees of freedom d0 (infinite when the
+        variances vary no more than their sampling error; NaN for no genes).
+        A warning is shown when variances are exactly zero.
+    """
     n = x.size
     if n == 0:
         return math.nan, math.nan
@@ -110,7 +135,25 @@ def fit_f_dist(x: np.ndarray, df1: np.ndarray) -> tuple[float, float]:
 
 
 def squeeze_var(var: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, float, float]:
-    """Posterior variances ``(var_post, var_prior, df_prior)`` (limma's ``squeezeVar``)."""
+    """Posterior variances ``(var_post, var_prior, df_prior)`` (limma's ``squeezeVar``).
+
+    Parameters
+    ----------
+    var
+        Per gene, the residual variances.
+    df
+        Per gene, their degrees of freedom.
+
+    Returns
+    -------
+    var_post, var_prior, df_prior
+        The moderated variances per gene, s0² and d0.
+
+    Raises
+    ------
+    LimmaError
+        When the prior degrees of freedom cannot be estimated (no gene has a usable variance).
+    """
     if var.size == 1:
         return var.copy(), float(var[0]), 0.0
     var = np.where(df == 0, 0.0, var)
@@ -131,7 +174,26 @@ def tmixture_vector(
     proportion: float,
     v0_lim: tuple[float, float] | None,
 ) -> float:
-    """Prior variance of the non-zero coefficients from the largest ``|t|`` (``tmixture.vector``)."""
+    """Prior variance of the non-zero coefficients from the largest ``|t|`` (``tmixture.vector``).
+
+    Parameters
+    ----------
+    t
+        Per gene, the moderated t of one coefficient.
+    stdev_unscaled
+        Per gene, its unscaled standard error.
+    df
+        Per gene, the total degrees of freedom.
+    proportion
+        The assumed proportion of differentially expressed genes.
+    v0_lim
+        Bounds the estimates are clipped into, or None.
+
+    Returns
+    -------
+    float
+        v0; NaN when too few genes give an estimate.
+    """
     keep = ~np.isnan(t)
     t, u, df = np.abs(t[keep]), stdev_unscaled[keep], df[keep].astype(np.float64)
     n_genes = t.size
@@ -164,9 +226,16 @@ def tmixture_vector(
 class EBayesFit:
     """Moderated statistics of every coefficient of a :class:`~cytepool.de.lmfit.LinearFit`.
 
-    ``t``, ``p_value``, ``lods`` are ``(G, p)``; ``s2_post``, ``df_total`` are
-    ``(G,)``; ``df_prior`` (d0), ``s2_prior`` (s0²) are scalars and
-    ``var_prior`` has one value per coefficient.
+    Attributes
+    ----------
+    t, p_value, lods
+        ``(G, p)``: moderated t, its two-sided p-value and the B statistic.
+    s2_post, df_total
+        ``(G,)``: posterior variances and total degrees of freedom.
+    df_prior, s2_prior
+        The prior degrees of freedom d0 and variance s0².
+    var_prior
+        ``(p,)``: v0, the prior variance of each non-zero coefficient.
     """
 
     t: np.ndarray
@@ -184,7 +253,25 @@ def ebayes(
 ) -> EBayesFit:
     """Moderated t, p-values and B-statistics: limma's ``eBayes(fit)``.
 
-    Moderated t, p-values and B-statistics.
+    Without a trend and not robust (limma's defaults).
+
+    Parameters
+    ----------
+    fit
+        The gene-wise linear fits.
+    proportion
+        The assumed proportion of differentially expressed genes (for B).
+    stdev_coef_lim
+        Bounds of the prior standard deviation of the coefficients (for B).
+
+    Returns
+    -------
+    EBayesFit
+
+    Raises
+    ------
+    LimmaError
+        When the fits have no residual degrees of freedom, or the prior cannot be estimated.
 
     Examples
     --------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from cytepool.errors import LimmaError
+
 __all__ = ["filter_by_expr", "min_sample_size"]
 
 _TOLERANCE = 1e-14
@@ -15,6 +17,15 @@ def min_sample_size(design: np.ndarray) -> float:
     As R's ``stats::hat(design)``, the leverages are those of the column space
     of ``[1, design]`` (an intercept is prepended; a design that already has one
     is unchanged by it).
+
+    Parameters
+    ----------
+    design
+        Samples x coefficients.
+
+    Returns
+    -------
+    float
 
     Examples
     --------
@@ -58,6 +69,11 @@ def filter_by_expr(
     numpy.ndarray of bool
         One entry per gene, True to keep.
 
+    Raises
+    ------
+    LimmaError
+        When a library size is not finite and positive.
+
     Examples
     --------
     >>> y = np.array([[0, 0, 1, 0], [100, 120, 90, 110], [30, 1, 0, 0]])
@@ -68,7 +84,7 @@ def filter_by_expr(
     lib = y.sum(axis=0) if lib_size is None else np.asarray(lib_size, dtype=np.float64)
     if not (np.isfinite(lib).all() and (lib > 0).all()):
         msg = f"filterByExpr: library sizes must be finite and positive, found {lib.tolist()}"
-        raise ValueError(msg)
+        raise LimmaError(msg)
     m = float(y.shape[1]) if design is None else min_sample_size(design)
     if m > large_n:
         m = large_n + (m - large_n) * min_prop

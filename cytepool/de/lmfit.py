@@ -12,7 +12,7 @@ import numpy as np
 
 from cytepool.errors import DesignError
 
-__all__ = ["LinearFit", "check_design", "contrasts_fit", "lm_fit"]
+__all__ = ["LinearFit", "contrasts_fit", "lm_fit", "validate_design"]
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -43,7 +43,18 @@ class LinearFit:
     names: tuple[str, ...]
 
     def column(self, k: int) -> LinearFit:
-        """The fit of coefficient ``k`` alone (eBayes treats coefficients separately)."""
+        """The fit of coefficient ``k`` alone (eBayes treats coefficients separately).
+
+        Parameters
+        ----------
+        k
+            The 0-based coefficient position.
+
+        Returns
+        -------
+        LinearFit
+            With one coefficient.
+        """
         return LinearFit(
             coefficients=self.coefficients[:, k : k + 1],
             stdev_unscaled=self.stdev_unscaled[:, k : k + 1],
@@ -55,8 +66,22 @@ class LinearFit:
         )
 
 
-def check_design(design: np.ndarray, *, names: tuple[str, ...] = ()) -> None:
-    """Raise :class:`DesignError` unless ``design`` has full column rank and residual df."""
+def validate_design(design: np.ndarray, *, names: tuple[str, ...] = ()) -> None:
+    """Check that ``design`` is finite, of full column rank, with residual degrees of freedom.
+
+    Parameters
+    ----------
+    design
+        Samples x coefficients.
+    names
+        The coefficient names, for the message.
+
+    Raises
+    ------
+    DesignError
+        When ``design`` holds NaN or infinity, is rank deficient, or has as
+        many coefficients as samples or more.
+    """
     n, p = design.shape
     if not np.isfinite(design).all():
         msg = "design matrix holds NaN or infinity; every entry must be a finite number"
@@ -150,6 +175,12 @@ def lm_fit(
     -------
     LinearFit
 
+    Raises
+    ------
+    DesignError
+        When the design is not valid (see :func:`validate_design`), or the
+        weights are not positive or not shaped like the expression.
+
     Examples
     --------
     >>> x = np.column_stack([np.ones(4), [0.0, 0.0, 1.0, 1.0]])
@@ -159,7 +190,7 @@ def lm_fit(
     """
     e = np.asarray(expression, dtype=np.float64)
     x = np.asarray(design, dtype=np.float64)
-    check_design(x, names=names)
+    validate_design(x, names=names)
     n, p = x.shape
     if weights is None:
         r, effects = _householder(x[:, :, None], e.T)
@@ -199,6 +230,25 @@ def contrasts_fit(fit: LinearFit, contrast: np.ndarray, *, name: str) -> LinearF
     With weights, limma's standard error of a contrast of non-orthogonal
     coefficients is an approximation that uses the unweighted correlation of
     the coefficients; it is reproduced here exactly.
+
+    Parameters
+    ----------
+    fit
+        The fits of the design's coefficients.
+    contrast
+        One weight per coefficient.
+    name
+        The contrast's name.
+
+    Returns
+    -------
+    LinearFit
+        With the one contrast as its coefficient.
+
+    Raises
+    ------
+    DesignError
+        When ``contrast`` does not have one weight per coefficient, or all are zero.
 
     Examples
     --------

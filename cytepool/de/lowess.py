@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from cytepool.errors import LimmaError
+
 __all__ = ["r_lowess"]
 
 
@@ -152,6 +154,11 @@ def r_lowess(
         ``x`` in increasing order (stable) and the smoothed values there,
         R's ``list(x, y)``.
 
+    Raises
+    ------
+    LimmaError
+        When ``x`` and ``y`` are not 1-D of one length, or hold NaN or infinity.
+
     Examples
     --------
     >>> import numpy as np
@@ -166,10 +173,10 @@ def r_lowess(
         msg = (
             f"lowess: x and y must be 1-D of one length, found shapes {x_in.shape} and {y_in.shape}"
         )
-        raise ValueError(msg)
+        raise LimmaError(msg)
     if not (np.isfinite(x_in).all() and np.isfinite(y_in).all()):
         msg = "lowess: x and y must be finite"
-        raise ValueError(msg)
+        raise LimmaError(msg)
     if delta is None:
         delta = 0.01 * (float(x_in.max()) - float(x_in.min())) if x_in.size else 0.0
     order = np.argsort(x_in, kind="stable")

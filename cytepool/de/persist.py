@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import pandas as pd
 
-from cytepool.cube.cube import package_version
+from cytepool._versions import package_version
 from cytepool.de.result import CubeSource, EBayesPrior, LimmaResult, LimmaResults
 from cytepool.de.toptable import TOP_TABLE_COLUMNS
-from cytepool.errors import ResultFormatError
+from cytepool.errors import LimmaError, ResultFormatError
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -67,7 +67,23 @@ def _label(value: object) -> str | int:
 
 
 def to_metadata(result: LimmaResult) -> dict[str, Any]:
-    """The JSON metadata of ``result`` (everything but the table's values)."""
+    """The JSON metadata of ``result`` (everything but the table's values).
+
+    Parameters
+    ----------
+    result
+        The result to describe.
+
+    Returns
+    -------
+    dict
+        The object of this module's format, ready for :func:`json.dumps`.
+
+    Raises
+    ------
+    ResultFormatError
+        When a gene or sample label is neither a string nor an integer.
+    """
     index = result.table.index
     kind = "int" if pd.api.types.is_integer_dtype(index.dtype) else "text"
     kept = result.kept
@@ -80,7 +96,7 @@ def to_metadata(result: LimmaResult) -> dict[str, Any]:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "cytepool_version": package_version(),
+        "cytepool_version": package_version("cytepool"),
         "settings": result.settings,
         "index": {"name": None if index.name is None else str(index.name), "kind": kind},
         "design": {
@@ -101,7 +117,7 @@ def to_metadata(result: LimmaResult) -> dict[str, Any]:
     }
 
 
-def _check_metadata(value: object, *, where: str) -> dict[str, Any]:
+def _parse_metadata(value: object, *, where: str) -> dict[str, Any]:
     if not isinstance(value, dict) or value.get("format") != FORMAT:
         found = value.get("format") if isinstance(value, dict) else type(value).__name__
         msg = f"{where}: expected limma result metadata (format {FORMAT!r}), found {found!r}"
@@ -123,8 +139,29 @@ def _check_metadata(value: object, *, where: str) -> dict[str, Any]:
 
 
 def from_metadata(metadata: dict[str, Any], table: pd.DataFrame, *, where: str) -> LimmaResult:
-    """The result made of a table read back and its metadata."""
-    meta = _check_metadata(metadata, where=where)
+    """The result made of a table read back and its metadata.
+
+    Parameters
+    ----------
+    metadata
+        The metadata object (:func:`to_metadata`'s output, parsed from JSON).
+    table
+        The top table read back.
+    where
+        The file it was read from, for messages.
+
+    Returns
+    -------
+    LimmaResult
+        Without ``weights``, ``E``, ``voom_trend`` and ``fit``.
+
+    Raises
+    ------
+    ResultFormatError
+        When the metadata is of another format or version or lacks keys, or
+        the table's columns are not those of a top table.
+    """
+    meta = _parse_metadata(metadata, where=where)
     if tuple(table.columns) != TOP_TABLE_COLUMNS:
         msg = f"{where}: expected table columns {list(TOP_TABLE_COLUMNS)}, found {list(table.columns)}"
         raise ResultFormatError(msg)
@@ -170,7 +207,20 @@ def _table_for_file(result: LimmaResult) -> pd.DataFrame:
 
 
 def write_csv(result: LimmaResult, path: str | PathLike[str]) -> None:
-    """Write the table to ``path`` and the metadata to ``path + ".json"``."""
+    """Write the table to ``path`` and the metadata to ``path + ".json"``.
+
+    Parameters
+    ----------
+    result
+        The result to write.
+    path
+        The CSV file; replaced if it exists, as is its sidecar.
+
+    Raises
+    ------
+    ResultFormatError
+        When a label cannot be saved (see :func:`to_metadata`).
+    """
     target = Path(path)
     metadata = to_metadata(result)
     _table_for_file(result).to_csv(target)
@@ -188,7 +238,22 @@ def _pyarrow() -> tuple[Any, Any]:
 
 
 def write_parquet(result: LimmaResult, path: str | PathLike[str]) -> None:
-    """Write the table to ``path`` with the metadata in the Parquet schema."""
+    """Write the table to ``path`` with the metadata in the Parquet schema.
+
+    Parameters
+    ----------
+    result
+        The result to write.
+    path
+        The Parquet file; replaced if it exists.
+
+    Raises
+    ------
+    ImportError
+        When pyarrow is not installed.
+    ResultFormatError
+        When a label cannot be saved (see :func:`to_metadata`).
+    """
     pa, pq = _pyarrow()
     metadata = to_metadata(result)
     table = pa.Table.from_pandas(_table_for_file(result), preserve_index=True)
@@ -206,7 +271,7 @@ def _read_csv(path: Path) -> LimmaResult:
     except json.JSONDecodeError as error:
         msg = f"{sidecar}: not valid JSON ({error})"
         raise ResultFormatError(msg) from error
-    meta = _check_metadata(metadata, where=str(sidecar))
+    meta = _parse_metadata(metadata, where=str(sidecar))
     index_dtype: Any = np.int64 if meta["index"]["kind"] == "int" else str
     header = pd.read_csv(path, nrows=0).columns
     table = pd.read_csv(
@@ -231,7 +296,26 @@ def _read_parquet(path: Path) -> LimmaResult:
 
 
 def read_result(path: str | PathLike[str]) -> LimmaResult:
-    """Read a result written by :func:`write_csv` or :func:`write_parquet`, by extension."""
+    """Read a result written by :func:`write_csv` or :func:`write_parquet`, by extension.
+
+    Parameters
+    ----------
+    path
+        A ``.parquet`` (or ``.pq``) file, or a CSV file with its ``.json`` sidecar.
+
+    Returns
+    -------
+    LimmaResult
+        Without ``weights``, ``E``, ``voom_trend`` and ``fit``.
+
+    Raises
+    ------
+    ResultFormatError
+        When the file or its sidecar is missing, is not valid JSON, or its
+        metadata is of another format or version or was edited.
+    ImportError
+        For a Parquet file when pyarrow is not installed.
+    """
     source = Path(path)
     if not source.is_file():
         msg = f"{source}: no such file"
@@ -244,10 +328,33 @@ def read_result(path: str | PathLike[str]) -> LimmaResult:
 def write_results(
     results: LimmaResults, directory: str | PathLike[str], *, file_format: str, overwrite: bool
 ) -> None:
-    """Write every result of ``results`` and the ``results.json`` manifest to ``directory``."""
+    """Write every result of ``results`` and the ``results.json`` manifest to ``directory``.
+
+    Parameters
+    ----------
+    results
+        The results to write.
+    directory
+        Created if needed.
+    file_format
+        ``"parquet"`` or ``"csv"``.
+    overwrite
+        Replace results already in ``directory``.
+
+    Raises
+    ------
+    LimmaError
+        When ``file_format`` is neither ``"parquet"`` nor ``"csv"``.
+    FileExistsError
+        When ``directory`` holds results and ``overwrite`` is False.
+    ImportError
+        For Parquet when pyarrow is not installed.
+    ResultFormatError
+        When a group or gene label cannot be saved.
+    """
     if file_format not in {"parquet", "csv"}:
         msg = f"file_format must be 'parquet' or 'csv', found {file_format!r}"
-        raise ValueError(msg)
+        raise LimmaError(msg)
     root = Path(directory)
     manifest = root / "results.json"
     if manifest.exists() and not overwrite:
@@ -265,7 +372,7 @@ def write_results(
     document = {
         "format": RESULTS_FORMAT,
         "format_version": FORMAT_VERSION,
-        "cytepool_version": package_version(),
+        "cytepool_version": package_version("cytepool"),
         "settings": results.settings,
         "groups": entries,
         "skipped": skipped,
@@ -274,7 +381,23 @@ def write_results(
 
 
 def read_results(directory: str | PathLike[str]) -> LimmaResults:
-    """Read a directory written by :func:`write_results`."""
+    """Read a directory written by :func:`write_results`.
+
+    Parameters
+    ----------
+    directory
+        The directory holding ``results.json``.
+
+    Returns
+    -------
+    LimmaResults
+
+    Raises
+    ------
+    ResultFormatError
+        When there is no manifest, it is of another format or version, or a
+        result file cannot be read (see :func:`read_result`).
+    """
     root = Path(directory)
     manifest = root / "results.json"
     if not manifest.is_file():

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, cast, overload
 import dask.array as da
 import numpy as np
 import pandas as pd
-from dask.base import compute as dask_compute
 from dask.delayed import delayed
 
-from cytepool.de.api import base_settings, fit_limma_voom, parse_normalization
-from cytepool.de.design import design_matrix, resolve_test
+from cytepool.compute import compute
+from cytepool.de.api import base_settings, comparison_settings, fit_limma_voom, parse_normalization
+from cytepool.de.design import design_matrix, is_contrast_list, resolve_tests
 from cytepool.de.result import CubeSource, LimmaResult, LimmaResults
 from cytepool.errors import DesignError, GroupSkippedError, LimmaError
 
@@ -29,12 +29,12 @@ if TYPE_CHECKING:
 
     from cytepool.cube.cube import Cube
     from cytepool.de.api import Normalization
-    from cytepool.de.design import ContrastLike, DesignLike
+    from cytepool.de.design import Comparison, ContrastLike, ContrastList, DesignLike
 
 __all__ = ["limma_voom"]
 
 
-def _check_threshold(value: object, *, name: str) -> float:
+def _parse_threshold(value: object, *, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         msg = f"{name} must be a number >= 0, found {value!r}"
         raise LimmaError(msg)
@@ -70,10 +70,11 @@ def _fit_group(
     *,
     group: Hashable,
     job: dict[str, Any],
-) -> LimmaResult | str:
-    """The result of one group, or the reason it has none."""
+) -> list[LimmaResult | str]:
+    """The result of one group for each test, or the reason it has none."""
     values = np.asarray(counts, dtype=np.float64)
     samples: pd.DataFrame = job["samples"]
+    tests: tuple[Comparison, ...] = job["tests"]
     labels = samples.index.tolist()
     dropped = _drop_reasons(
         values.sum(axis=1),
@@ -85,30 +86,50 @@ def _fit_group(
     used = [s not in dropped for s in labels]
     kept_labels = [s for s, u in zip(labels, used, strict=True) if u]
     prefix = f"{len(kept_labels)} of {len(labels)} samples left"
+
+    def reason(error: LimmaError) -> str:
+        return f"{prefix} ({', '.join(map(str, kept_labels))}): {error}"
+
     try:
         sample_table = samples.loc[kept_labels]
         matrix = design_matrix(job["design"], sample_table)
-        test = resolve_test(list(matrix.columns), coef=job["coef"], contrast=job["contrast"])
-        frame = pd.DataFrame(values[used].T, index=job["genes"], columns=sample_table.index)
-        source = CubeSource(
-            fingerprint=job["fingerprint"],
-            digests=job["digests"],
-            provenance=job["provenance"],
-            group=group,
-            samples_used=tuple(kept_labels),
-            samples_dropped=dropped,
-        )
-        return fit_limma_voom(
-            frame,
-            matrix,
-            test=test,
-            normalization=job["normalization"],
-            filter_by_expr=job["filter_by_expr"],
-            settings={**job["settings"], "group": group},
-            cube=source,
+    except LimmaError as error:
+        return [reason(error)] * len(tests)
+    reasons: list[str | None] = []
+    fitted: list[Comparison] = []
+    for test in tests:
+        try:
+            fitted.append(test.on_columns(job["columns"], list(matrix.columns)))
+            reasons.append(None)
+        except LimmaError as error:
+            reasons.append(reason(error))
+    if not fitted:
+        return [r for r in reasons if r is not None]
+    frame = pd.DataFrame(values[used].T, index=job["genes"], columns=sample_table.index)
+    source = CubeSource(
+        fingerprint=job["fingerprint"],
+        digests=job["digests"],
+        provenance=job["provenance"],
+        group=group,
+        samples_used=tuple(kept_labels),
+        samples_dropped=dropped,
+    )
+    try:
+        results: list[LimmaResult | str] = list(
+            fit_limma_voom(
+                frame,
+                matrix,
+                tests=fitted,
+                normalization=job["normalization"],
+                filter_by_expr=job["filter_by_expr"],
+                settings={**job["settings"], "group": group},
+                cube=source,
+            )
         )
     except LimmaError as error:
-        return f"{prefix} ({', '.join(map(str, kept_labels))}): {error}"
+        results = [reason(error)] * len(fitted)
+    answers = iter(results)
+    return [next(answers) if r is None else r for r in reasons]
 
 
 def _label(value: object) -> Hashable:
@@ -117,6 +138,22 @@ def _label(value: object) -> Hashable:
         msg = f"label {label!r} is not hashable"
         raise LimmaError(msg)
     return label
+
+
+@overload
+def limma_voom(  # type: ignore[overload-overlap]  # None is Hashable: the first overload wins
+    cube: Cube,
+    *,
+    group: None = None,
+    design: DesignLike,
+    coef: str | int | None = None,
+    contrast: ContrastList,
+    min_cells: float = 10,
+    min_counts: float = 1000,
+    normalization: Normalization = "TMM",
+    filter_by_expr: bool = True,
+    client: Client | None = None,
+) -> dict[str, LimmaResults]: ...
 
 
 @overload
@@ -142,6 +179,22 @@ def limma_voom(
     group: Hashable,
     design: DesignLike,
     coef: str | int | None = None,
+    contrast: ContrastList,
+    min_cells: float = 10,
+    min_counts: float = 1000,
+    normalization: Normalization = "TMM",
+    filter_by_expr: bool = True,
+    client: Client | None = None,
+) -> dict[str, LimmaResult]: ...
+
+
+@overload
+def limma_voom(
+    cube: Cube,
+    *,
+    group: Hashable,
+    design: DesignLike,
+    coef: str | int | None = None,
     contrast: ContrastLike | None = None,
     min_cells: float = 10,
     min_counts: float = 1000,
@@ -157,13 +210,13 @@ def limma_voom(
     group: Hashable | None = None,
     design: DesignLike,
     coef: str | int | None = None,
-    contrast: ContrastLike | None = None,
+    contrast: ContrastLike | ContrastList | None = None,
     min_cells: float = 10,
     min_counts: float = 1000,
     normalization: Normalization = "TMM",
     filter_by_expr: bool = True,
     client: Client | None = None,
-) -> LimmaResult | LimmaResults:
+) -> LimmaResult | LimmaResults | dict[str, LimmaResult] | dict[str, LimmaResults]:
     """limma-voom differential expression per group of a pseudobulk cube.
 
     Parameters
@@ -175,30 +228,40 @@ def limma_voom(
     design, coef, contrast, normalization, filter_by_expr
         As in :func:`~cytepool.de.run_limma_voom`; the formula is evaluated on
         the sample table (indexed by its first column) of the samples kept in
-        each group. ``coef`` and ``contrast`` are resolved to column names on
-        the design of all samples.
+        each group. ``coef`` and ``contrast`` are resolved on the design of
+        all samples, then matched by column name to each group's design.
+        ``contrast`` may be a list of R expressions (``["groupB-groupC",
+        "(groupA+groupB)/2-groupC"]``): voom and lmFit run once per group and
+        each contrast is tested on that fit.
     min_cells, min_counts
         Samples of a group with fewer cells (``cube.n_cells``; not checked for
         a bulk cube) or fewer total counts are dropped before filtering.
     client
         A :class:`distributed.Client` to run the groups on; by default Dask's
-        threaded scheduler.
+        current scheduler (the cluster of an active client, else threads).
 
     Returns
     -------
-    LimmaResult or LimmaResults
+    LimmaResult, LimmaResults or dict
         For one group, its result; for every group, a mapping of group label
         to result, with the groups that could not be fitted (too few samples
-        left, a factor with one level, no residual degrees of freedom, ...)
-        and their reasons in ``.skipped``. Each result records the cube's
-        fingerprint, digests and provenance (see :meth:`LimmaResult.verify`).
+        left, a factor with one level, no residual degrees of freedom, a
+        contrast column that the group's design lacks, ...) and their reasons
+        in ``.skipped``. Each result records the cube's fingerprint, digests
+        and provenance (see :meth:`LimmaResult.verify`). With a list of
+        contrasts, a dict from each expression, in list order, to what one
+        contrast gives.
 
     Raises
     ------
     GroupSkippedError
-        When the one ``group`` asked for cannot be fitted; the message says why.
+        When the one ``group`` asked for cannot be fitted (for one contrast of
+        a list: any of them); the message says why.
     DesignError
-        When the design, coefficient or contrast does not fit the cube's samples.
+        When the design, coefficient or contrast does not fit the cube's
+        samples, or ``group`` is not in the cube.
+    LimmaError
+        When the cube has no ``counts`` layer or a threshold is not a number >= 0.
 
     Examples
     --------
@@ -209,11 +272,16 @@ def limma_voom(
     True
     >>> results["B"].settings["test"]["name"]
     'conditionstim'
+    >>> by_contrast = limma_voom(
+    ...     cube, group="B", design="~ 0 + condition", contrast=["conditionstim-conditionctrl"]
+    ... )
+    >>> by_contrast["conditionstim-conditionctrl"].settings["test"]["contrast"]["weights"]
+    {'conditionctrl': -1.0, 'conditionstim': 1.0}
     """
     normalization = parse_normalization(normalization)
     thresholds = {
-        "min_cells": _check_threshold(min_cells, name="min_cells"),
-        "min_counts": _check_threshold(min_counts, name="min_counts"),
+        "min_cells": _parse_threshold(min_cells, name="min_cells"),
+        "min_counts": _parse_threshold(min_counts, name="min_counts"),
     }
     if "counts" not in cube.layers:
         msg = "cube has no 'counts' layer; limma-voom needs raw summed counts"
@@ -222,12 +290,10 @@ def limma_voom(
     samples = sample_table.set_index(sample_table.columns[0])
     full = design_matrix(design, samples)
     columns = [str(c) for c in full.columns]
-    test = resolve_test(columns, coef=coef, contrast=contrast)
-    weights = test.to_json(columns)["contrast"]
+    tests = resolve_tests(columns, coef=coef, contrast=contrast)
     settings = {
         **base_settings(
             design=design,
-            test=test,
             columns=columns,
             normalization=normalization,
             filter_by_expr=bool(filter_by_expr),
@@ -238,8 +304,8 @@ def limma_voom(
     job = {
         "samples": samples,
         "design": design,
-        "coef": test.name if weights is None else None,
-        "contrast": None if weights is None else weights["weights"],
+        "columns": columns,
+        "tests": tests,
         "genes": pd.Index(cube.features.iloc[:, 0].map(_label), name=cube.features.columns[0]),
         "normalization": normalization,
         "filter_by_expr": bool(filter_by_expr),
@@ -252,6 +318,7 @@ def limma_voom(
     labels = [_label(v) for v in cube.groups.iloc[:, 0]]
     layer = cube.layers["counts"]
     n_cells = cube.n_cells
+    several = is_contrast_list(contrast)
     if group is not None:
         if group not in labels:
             msg = f"group {group!r} is not in the cube; its groups are {labels}"
@@ -259,27 +326,37 @@ def limma_voom(
         g = labels.index(group)
         block = layer[g]
         values = block.compute() if isinstance(block, da.Array) else block
-        outcome = _fit_group(
+        outcomes = _fit_group(
             values, None if n_cells is None else n_cells[:, g], group=group, job=job
         )
-        if isinstance(outcome, str):
-            msg = f"group {group!r} cannot be fitted: {outcome}"
-            raise GroupSkippedError(msg)
-        return outcome
+        one: dict[str, LimmaResult] = {}
+        for test, outcome in zip(tests, outcomes, strict=True):
+            if isinstance(outcome, str):
+                tested = f" for contrast {test.name!r}" if several else ""
+                msg = f"group {group!r} cannot be fitted{tested}: {outcome}"
+                raise GroupSkippedError(msg)
+            one[test.name] = outcome
+        return one if several else one[tests[0].name]
     fit = delayed(_fit_group, pure=False)
     tasks = [
         fit(layer[g], None if n_cells is None else n_cells[:, g], group=label, job=job)
         for g, label in enumerate(labels)
     ]
-    if client is not None:
-        outcomes = client.gather(client.compute(tasks))
-    else:
-        outcomes = dask_compute(*tasks, scheduler="threads")
-    results: dict[Hashable, LimmaResult] = {}
-    skipped: dict[Hashable, str] = {}
-    for label, outcome in zip(labels, cast("list[LimmaResult | str]", list(outcomes)), strict=True):
-        if isinstance(outcome, str):
-            skipped[label] = outcome
-        else:
-            results[label] = outcome
-    return LimmaResults(results=results, skipped=skipped, settings=settings)
+    computed = compute(*tasks, client=client)
+    per_group = cast("list[list[LimmaResult | str]]", list(computed))
+    every: dict[str, LimmaResults] = {}
+    for position, test in enumerate(tests):
+        results: dict[Hashable, LimmaResult] = {}
+        skipped: dict[Hashable, str] = {}
+        for label, outcomes in zip(labels, per_group, strict=True):
+            outcome = outcomes[position]
+            if isinstance(outcome, str):
+                skipped[label] = outcome
+            else:
+                results[label] = outcome
+        every[test.name] = LimmaResults(
+            results=results,
+            skipped=skipped,
+            settings={**settings, "test": comparison_settings(test, columns)},
+        )
+    return every if several else every[tests[0].name]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
-from cytepool.errors import ResultMismatchError
+from cytepool.errors import ResultFormatError, ResultMismatchError
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -27,8 +27,14 @@ def _json_float(value: float) -> float | str:
 class EBayesPrior:
     """The empirical Bayes hyperparameters (limma's ``df.prior``, ``s2.prior``, ``var.prior``).
 
-    ``df_prior`` (d0) may be infinite; ``var_prior`` (v0) is that of the tested
-    coefficient or contrast.
+    Attributes
+    ----------
+    df_prior
+        d0, the prior degrees of freedom; may be infinite.
+    s2_prior
+        s0², the prior variance.
+    var_prior
+        v0, the prior variance of the tested coefficient or contrast (for B).
     """
 
     df_prior: float
@@ -36,7 +42,14 @@ class EBayesPrior:
     var_prior: float
 
     def to_json(self) -> dict[str, float | str]:
-        """JSON object; non-finite values as the strings ``"inf"`` or ``"nan"``."""
+        """The JSON object of the three values.
+
+        Returns
+        -------
+        dict
+            ``df_prior``, ``s2_prior``, ``var_prior``; non-finite values as the
+            strings ``"inf"`` or ``"nan"``.
+        """
         return {
             "df_prior": _json_float(self.df_prior),
             "s2_prior": _json_float(self.s2_prior),
@@ -45,8 +58,30 @@ class EBayesPrior:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> EBayesPrior:
-        """Parse :meth:`to_json`'s output."""
-        return cls(**{k: float(value[k]) for k in ("df_prior", "s2_prior", "var_prior")})
+        """Parse :meth:`to_json`'s output.
+
+        Parameters
+        ----------
+        value
+            The JSON object.
+
+        Returns
+        -------
+        EBayesPrior
+
+        Raises
+        ------
+        ResultFormatError
+            When a value is missing or not a number.
+        """
+        try:
+            return cls(**{k: float(value[k]) for k in ("df_prior", "s2_prior", "var_prior")})
+        except (KeyError, TypeError, ValueError) as error:
+            msg = (
+                "prior: expected numbers df_prior, s2_prior and var_prior, found "
+                f"{value!r}; the result file was edited or damaged"
+            )
+            raise ResultFormatError(msg) from error
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -90,7 +125,13 @@ class CubeSource:
     samples_dropped: dict[Hashable, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON object of every field."""
+        """The JSON object of every field.
+
+        Returns
+        -------
+        dict
+            The fields; ``samples_dropped`` as a list of ``{"sample", "reason"}``.
+        """
         return {
             "fingerprint": self.fingerprint,
             "digests": self.digests,
@@ -105,15 +146,37 @@ class CubeSource:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any]) -> CubeSource:
-        """Parse :meth:`to_json`'s output."""
-        return cls(
-            fingerprint=value["fingerprint"],
-            digests=value["digests"],
-            provenance=value["provenance"],
-            group=value["group"],
-            samples_used=tuple(value["samples_used"]),
-            samples_dropped={d["sample"]: d["reason"] for d in value["samples_dropped"]},
-        )
+        """Parse :meth:`to_json`'s output.
+
+        Parameters
+        ----------
+        value
+            The JSON object.
+
+        Returns
+        -------
+        CubeSource
+
+        Raises
+        ------
+        ResultFormatError
+            When a field is missing or malformed.
+        """
+        try:
+            return cls(
+                fingerprint=value["fingerprint"],
+                digests=value["digests"],
+                provenance=value["provenance"],
+                group=value["group"],
+                samples_used=tuple(value["samples_used"]),
+                samples_dropped={d["sample"]: d["reason"] for d in value["samples_dropped"]},
+            )
+        except (KeyError, TypeError) as error:
+            msg = (
+                f"cube: expected fingerprint, digests, provenance, group, samples_used and "
+                f"samples_dropped, found keys {sorted(value)}; the result file was edited or damaged"
+            )
+            raise ResultFormatError(msg) from error
 
 
 def _digest_differences(
@@ -144,6 +207,10 @@ def _digest_differences(
 @dataclass(frozen=True, kw_only=True, eq=False)
 class LimmaResult:
     """One limma-voom fit: the top table, voom's output and what it was computed from.
+
+    :func:`~cytepool.de.limma_voom_result` returns one for matrices (its
+    ``table`` is what :func:`~cytepool.de.run_limma_voom` returns), and
+    :func:`~cytepool.de.limma_voom` for a cube group.
 
     Attributes
     ----------
@@ -215,6 +282,11 @@ class LimmaResult:
     def verify(self, cube: Cube) -> None:
         """Check that this result was computed from ``cube``.
 
+        Parameters
+        ----------
+        cube
+            The cube the result should have been computed from.
+
         Raises
         ------
         ResultMismatchError
@@ -236,20 +308,60 @@ class LimmaResult:
         raise ResultMismatchError(msg)
 
     def to_csv(self, path: str | PathLike[str]) -> None:
-        """Write the table to CSV and the metadata to the JSON sidecar ``path + ".json"``."""
+        """Write the table to CSV and the metadata to the JSON sidecar ``path + ".json"``.
+
+        Parameters
+        ----------
+        path
+            The CSV file; replaced if it exists, as is its sidecar.
+
+        Raises
+        ------
+        ResultFormatError
+            When a gene or sample label is neither a string nor an integer.
+        """
         from cytepool.de.persist import write_csv  # noqa: PLC0415 (persist imports this module)
 
         write_csv(self, path)
 
     def to_parquet(self, path: str | PathLike[str]) -> None:
-        """Write the table to Parquet with the metadata in the schema (needs pyarrow)."""
+        """Write the table to Parquet with the metadata in the schema (needs pyarrow).
+
+        Parameters
+        ----------
+        path
+            The Parquet file; replaced if it exists.
+
+        Raises
+        ------
+        ImportError
+            When pyarrow is not installed.
+        ResultFormatError
+            When a gene or sample label is neither a string nor an integer.
+        """
         from cytepool.de.persist import write_parquet  # noqa: PLC0415
 
         write_parquet(self, path)
 
     @classmethod
     def read(cls, path: str | PathLike[str]) -> LimmaResult:
-        """Read a result written by :meth:`to_csv` or :meth:`to_parquet` (by extension)."""
+        """Read a result written by :meth:`to_csv` or :meth:`to_parquet` (by extension).
+
+        Parameters
+        ----------
+        path
+            A ``.parquet`` file, or a CSV file with its ``.json`` sidecar.
+
+        Returns
+        -------
+        LimmaResult
+            Without ``weights``, ``E``, ``voom_trend`` and ``fit``.
+
+        Raises
+        ------
+        ResultFormatError
+            When the file or its sidecar is missing, edited, or of another format version.
+        """
         from cytepool.de.persist import read_result  # noqa: PLC0415
 
         return read_result(path)
@@ -297,7 +409,13 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
         return f"<LimmaResults: {len(self.results)} groups, {len(self.skipped)} skipped>"
 
     def table(self) -> pd.DataFrame:
-        """Every group's table, one after the other, with a first column ``group``."""
+        """Every group's table, one after the other, with a first column ``group``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by gene (each gene once per group).
+        """
         frames = []
         for group, result in self.items():
             frame = result.table.copy()
@@ -312,7 +430,18 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
         return pd.concat(frames)
 
     def verify(self, cube: Cube) -> None:
-        """Check every result against ``cube`` (see :meth:`LimmaResult.verify`)."""
+        """Check every result against ``cube`` (see :meth:`LimmaResult.verify`).
+
+        Parameters
+        ----------
+        cube
+            The cube the results should have been computed from.
+
+        Raises
+        ------
+        ResultMismatchError
+            For the first result not computed from ``cube``.
+        """
         for result in self.values():
             result.verify(cube)
 
@@ -323,14 +452,48 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
         file_format: Literal["parquet", "csv"] = "parquet",
         overwrite: bool = False,
     ) -> None:
-        """Write every result and a ``results.json`` manifest (with the skipped groups) to ``directory``."""
+        """Write every result and a ``results.json`` manifest (with the skipped groups) to ``directory``.
+
+        Parameters
+        ----------
+        directory
+            Created if needed.
+        file_format
+            ``"parquet"`` (needs pyarrow) or ``"csv"``, one file per group.
+        overwrite
+            Replace results already in ``directory``.
+
+        Raises
+        ------
+        FileExistsError
+            When ``directory`` holds results and ``overwrite`` is False.
+        LimmaError
+            For another ``file_format``.
+        ResultFormatError
+            When a group or gene label is neither a string nor an integer.
+        """
         from cytepool.de.persist import write_results  # noqa: PLC0415
 
         write_results(self, directory, file_format=file_format, overwrite=overwrite)
 
     @classmethod
     def read(cls, directory: str | PathLike[str]) -> LimmaResults:
-        """Read results written by :meth:`save`."""
+        """Read results written by :meth:`save`.
+
+        Parameters
+        ----------
+        directory
+            The directory holding ``results.json``.
+
+        Returns
+        -------
+        LimmaResults
+
+        Raises
+        ------
+        ResultFormatError
+            When the manifest or a result file is missing, edited, or of another format version.
+        """
         from cytepool.de.persist import read_results  # noqa: PLC0415
 
         return read_results(directory)

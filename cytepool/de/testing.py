@@ -16,6 +16,22 @@ __all__ = ["assert_result_equal", "max_relative_difference"]
 def max_relative_difference(actual: object, expected: object) -> float:
     """The largest ``|a - e| / |e|`` over the entries (``|a - e|`` where ``e`` is 0).
 
+    NaN equals NaN, and equal entries (infinities included) differ by 0.
+
+    Parameters
+    ----------
+    actual, expected
+        Array-likes of one shape.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        When the shapes differ.
+
     Examples
     --------
     >>> max_relative_difference([1.0, 2.0, 0.0], [1.0, 2.0 + 2e-12, 0.0]) < 1.1e-12
@@ -53,6 +69,18 @@ def assert_result_equal(actual: LimmaResult, expected: LimmaResult, *, rtol: flo
 
     Numbers may differ by ``rtol`` relatively; labels, settings and cube
     records must be equal. voom's matrices are compared when both have them.
+
+    Parameters
+    ----------
+    actual, expected
+        The results.
+    rtol
+        The largest relative difference allowed (see :func:`max_relative_difference`).
+
+    Raises
+    ------
+    AssertionError
+        Naming the first part that differs.
     """
     _assert_frame(actual.table, expected.table, rtol=rtol, what="table")
     _assert_frame(actual.design, expected.design, rtol=rtol, what="design")

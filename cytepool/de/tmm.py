@@ -16,6 +16,17 @@ __all__ = ["calc_norm_factors", "quantile_type7"]
 def quantile_type7(values: np.ndarray, p: float) -> float:
     """R's ``quantile(values, p)`` (type 7), with R's interpolation formula.
 
+    Parameters
+    ----------
+    values
+        At least one number.
+    p
+        The probability, in [0, 1].
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> quantile_type7(np.array([1.0, 2.0, 3.0, 4.0]), 0.75)

@@ -20,6 +20,18 @@ TOP_TABLE_COLUMNS: Final = ("logFC", "AveExpr", "t", "P.Value", "adj.P.Val", "B"
 def p_adjust_bh(p: np.ndarray) -> np.ndarray:
     """Benjamini-Hochberg adjusted p-values, as R's ``p.adjust(p, "BH")``; NaN stays NaN.
 
+    NaN values are left out of the number of tests, as R leaves out ``NA``.
+
+    Parameters
+    ----------
+    p
+        p-values, any shape.
+
+    Returns
+    -------
+    numpy.ndarray
+        The adjusted values, float64, shaped like ``p``.
+
     Examples
     --------
     >>> p_adjust_bh(np.array([0.01, 0.04, 0.03, 0.2])).round(6).tolist()
@@ -43,6 +55,23 @@ def p_adjust_bh(p: np.ndarray) -> np.ndarray:
 
 def top_table(fit: LinearFit, eb: EBayesFit, *, coef: int, genes: pd.Index) -> pd.DataFrame:
     """The statistics of coefficient ``coef`` for every gene, in gene order (``sort.by="none"``).
+
+    Parameters
+    ----------
+    fit
+        The linear fits.
+    eb
+        Their moderated statistics (:func:`~cytepool.de.ebayes.ebayes` of ``fit``).
+    coef
+        The 0-based coefficient position.
+    genes
+        The gene labels, one per fit.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by ``genes``, columns :data:`TOP_TABLE_COLUMNS`; ``adj.P.Val``
+        is Benjamini-Hochberg over these genes.
 
     Examples
     --------

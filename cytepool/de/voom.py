@@ -49,6 +49,18 @@ def approx_rule2(v: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     Linear interpolation with R's formula ``y[i] + (y[j]-y[i]) * ((v-x[i]) / (x[j]-x[i]))``,
     tied ``x`` collapsed to the mean of their ``y``, constant beyond the ends.
 
+    Parameters
+    ----------
+    v
+        Where to interpolate.
+    x, y
+        The points, ``x`` sorted increasingly (ties allowed), at least one.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shaped like ``v``.
+
     Examples
     --------
     >>> approx_rule2(np.array([-1.0, 0.5, 1.0, 9.0]), np.array([0.0, 1.0, 1.0, 2.0]),
@@ -90,6 +102,13 @@ def voom(
     Returns
     -------
     VoomFit
+
+    Raises
+    ------
+    LimmaError
+        When there are fewer than two genes or a count is negative or not finite.
+    DesignError
+        When the design is not valid (see :func:`~cytepool.de.lmfit.validate_design`).
 
     Examples
     --------

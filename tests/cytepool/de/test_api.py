@@ -1,8 +1,10 @@
-"""run_limma_voom: inputs it refuses, invariants it keeps, and a 20k x 12 smoke run."""
+"""run_limma_voom and limma_voom_result: inputs refused, invariants kept, a 20k x 12 smoke run."""
 
 from __future__ import annotations
 
+import math
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -10,10 +12,13 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from cytepool.de import LimmaResult, run_limma_voom
+from cytepool.de import LimmaResult, limma_voom_result, run_limma_voom
 from cytepool.de.testing import max_relative_difference
 from cytepool.de.tmm import quantile_type7
 from cytepool.errors import DesignError, LimmaError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _data(seed: int, n_genes: int = 150, n_donors: int = 4) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -39,7 +44,7 @@ def _data(seed: int, n_genes: int = 150, n_donors: int = 4) -> tuple[pd.DataFram
 def test_result_shapes_and_settings() -> None:
     """The result holds the table in gene order and every attribute of the brief."""
     counts, samples = _data(0)
-    result = run_limma_voom(counts, samples, design="~ donor + condition", filter_by_expr=True)
+    result = limma_voom_result(counts, samples, design="~ donor + condition", filter_by_expr=True)
     assert isinstance(result, LimmaResult)
     assert list(result.table.columns) == ["logFC", "AveExpr", "t", "P.Value", "adj.P.Val", "B"]
     assert result.table.index.equals(counts.index[result.kept.to_numpy()])
@@ -60,12 +65,42 @@ def test_result_shapes_and_settings() -> None:
     assert "conditionstim" in repr(result)
 
 
+def test_run_limma_voom_returns_the_table_of_the_result() -> None:
+    """run_limma_voom returns a plain DataFrame, the table of limma_voom_result for the same call."""
+    counts, samples = _data(4)
+    table = run_limma_voom(counts, samples, design="~ donor + condition", filter_by_expr=True)
+    assert type(table) is pd.DataFrame
+    assert table.attrs == {}
+    result = limma_voom_result(counts, samples, design="~ donor + condition", filter_by_expr=True)
+    pd.testing.assert_frame_equal(table, result.table, check_exact=True)
+
+
+def test_top_table_serves_common_dataframe_idioms(tmp_path: Path) -> None:
+    """head, sort_values, .loc, pd.concat of two tables, CSV and Parquet round trips all work."""
+    counts, samples = _data(5)
+    first = run_limma_voom(counts, samples, design="~ donor + condition")
+    second = run_limma_voom(counts, samples, design="~ donor + condition", coef="donorD1")
+    assert first.head(3).index.equals(first.index[:3])
+    ordered = first.sort_values("P.Value")
+    assert ordered["P.Value"].is_monotonic_increasing
+    gene = first.index[5]
+    assert math.isclose(first.loc[gene, "logFC"], first["logFC"].iloc[5])
+    both = pd.concat({"conditionstim": first, "donorD1": second}, names=["test"])
+    assert len(both) == len(first) + len(second)
+    pd.testing.assert_frame_equal(both.loc["donorD1"], second)
+    first.to_csv(tmp_path / "t.csv")
+    back = pd.read_csv(tmp_path / "t.csv", index_col=0, float_precision="round_trip")
+    pd.testing.assert_frame_equal(back, first)
+    first.to_parquet(tmp_path / "t.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "t.parquet"), first)
+
+
 def test_design_matrix_frame_gives_the_formula_result() -> None:
     """A design-matrix DataFrame (rows in any order) gives the formula's result."""
     counts, samples = _data(1)
-    by_formula = run_limma_voom(counts, samples, design="~ condition")
+    by_formula = limma_voom_result(counts, samples, design="~ condition")
     frame = by_formula.design.iloc[::-1]
-    by_matrix = run_limma_voom(counts, samples, design=frame, coef="conditionstim")
+    by_matrix = limma_voom_result(counts, samples, design=frame, coef="conditionstim")
     pd.testing.assert_frame_equal(by_matrix.table, by_formula.table)
     assert by_matrix.settings["design"] == "matrix"
 
@@ -73,8 +108,8 @@ def test_design_matrix_frame_gives_the_formula_result() -> None:
 def test_contrast_of_one_coefficient_is_that_coefficient() -> None:
     """contrast={c: 1} gives coef=c's table."""
     counts, samples = _data(2)
-    by_coef = run_limma_voom(counts, samples, design="~ donor + condition", coef="conditionstim")
-    by_contrast = run_limma_voom(
+    by_coef = limma_voom_result(counts, samples, design="~ donor + condition", coef="conditionstim")
+    by_contrast = limma_voom_result(
         counts, samples, design="~ donor + condition", contrast={"conditionstim": 1.0}
     )
     assert max_relative_difference(by_contrast.table, by_coef.table) <= 1e-12
@@ -106,7 +141,7 @@ def test_refused_inputs(change: object, error: type[Exception], message: str) ->
     new_counts, new_samples, options = change(counts, samples)  # type: ignore[operator]
     kwargs = {"design": "~ condition", **options}
     with pytest.raises(error, match=message):
-        run_limma_voom(new_counts, new_samples, **kwargs)
+        limma_voom_result(new_counts, new_samples, **kwargs)
 
 
 def _unambiguous_reference(counts: pd.DataFrame) -> bool:
@@ -130,8 +165,8 @@ def test_permuting_samples_permutes_weights_and_keeps_statistics(
     counts, samples = _data(seed % 1000, n_genes=120)
     assume(normalization == "none" or _unambiguous_reference(counts))
     order = np.random.default_rng(order_seed).permutation(len(samples))
-    base = run_limma_voom(counts, samples, design="~ condition", normalization=normalization)
-    moved = run_limma_voom(
+    base = limma_voom_result(counts, samples, design="~ condition", normalization=normalization)
+    moved = limma_voom_result(
         counts.iloc[:, order],
         samples.iloc[order],
         design="~ condition",
@@ -166,7 +201,7 @@ def test_twenty_thousand_genes_by_twelve_samples() -> None:
         columns=samples.index,
     )
     start = time.perf_counter()
-    result = run_limma_voom(counts, samples, design="~ donor + condition", filter_by_expr=True)
+    result = limma_voom_result(counts, samples, design="~ donor + condition", filter_by_expr=True)
     elapsed = time.perf_counter() - start
     print(f"limma-voom on {n_genes} genes x 12 samples: {elapsed:.3f} s")
     assert len(result.table) == int(result.kept.sum()) > 10_000

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cytepool.de.design import design_matrix, resolve_test
+from cytepool.de.design import design_matrix, resolve_test, resolve_tests
 from cytepool.errors import DesignError, LimmaError
 
 SAMPLES = pd.DataFrame(
@@ -116,10 +116,43 @@ def test_contrast_as_mapping_vector_or_series() -> None:
         (None, [1, 2], "4 design columns"),
         (None, [0, 0, 0, 0], "not all zero"),
         (None, [0, np.nan, 1, 0], "finite"),
-        (None, "conditionstim - donord2", "expressions are not parsed"),
+        (None, "conditionstim * donord2", "found design columns on both"),
+        (None, "conditionstim - donor2", "'donor2' is not a design column; expected one of"),
+        (None, ["conditionstim"], "expected one contrast here"),
     ],
 )
 def test_bad_coef_or_contrast(coef: object, contrast: object, message: str) -> None:
     """Each malformed request names what is wrong and the design columns."""
     with pytest.raises(DesignError, match=message):
         resolve_test(COLUMNS, coef=coef, contrast=contrast)
+
+
+def test_contrast_as_an_r_expression() -> None:
+    """A string is parsed as makeContrasts does and named as written."""
+    test = resolve_test(COLUMNS, coef=None, contrast="(donord2 + donord3)/2 - `(Intercept)`")
+    assert test.name == "(donord2 + donord3)/2 - `(Intercept)`"
+    assert test.contrast == (-1.0, 0.0, 0.5, 0.5)
+    assert test.coef is None
+
+
+def test_several_contrasts_keep_their_order_and_names() -> None:
+    """A list of expressions gives one test per expression, in order; a coef alongside is refused."""
+    tests = resolve_tests(COLUMNS, coef=None, contrast=("donord3-donord2", "conditionstim"))
+    assert [t.name for t in tests] == ["donord3-donord2", "conditionstim"]
+    assert [t.contrast for t in tests] == [(0.0, 0.0, -1.0, 1.0), (0.0, 1.0, 0.0, 0.0)]
+    assert resolve_tests(COLUMNS, coef=1, contrast=None) == (
+        resolve_test(COLUMNS, coef=1, contrast=None),
+    )
+    with pytest.raises(DesignError, match="not both"):
+        resolve_tests(COLUMNS, coef="donord2", contrast=["donord3-donord2"])
+
+
+def test_a_test_moves_to_a_design_by_column_name() -> None:
+    """on_columns finds the coefficient or weights by name, and names the columns a design lacks."""
+    smaller = ["(Intercept)", "conditionstim", "donord3"]
+    coef = resolve_test(COLUMNS, coef="donord3", contrast=None).on_columns(COLUMNS, smaller)
+    assert coef.coef == 2
+    contrast = resolve_test(COLUMNS, coef=None, contrast="donord3-conditionstim")
+    assert contrast.on_columns(COLUMNS, smaller).contrast == (0.0, -1.0, 1.0)
+    with pytest.raises(DesignError, match=r"needs design columns \['donord2'\]"):
+        resolve_test(COLUMNS, coef=None, contrast="donord2").on_columns(COLUMNS, smaller)

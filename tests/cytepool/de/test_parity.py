@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cytepool.de import LimmaResult, run_limma_voom
+from cytepool.de import LimmaResult, limma_voom_result
 from cytepool.de.ebayes import ebayes
 from cytepool.de.lmfit import contrasts_fit, lm_fit
 from cytepool.de.testing import max_relative_difference
@@ -30,7 +30,7 @@ def _run(scenario: Scenario) -> LimmaResult:
     """The result of a scenario, computed once per session."""
     if scenario.name not in _RESULTS:
         counts, samples = scenario.counts(), scenario.samples()
-        _RESULTS[scenario.name] = run_limma_voom(counts, samples, **scenario.kwargs)
+        _RESULTS[scenario.name] = limma_voom_result(counts, samples, **scenario.kwargs)
     return _RESULTS[scenario.name]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cytepool.de import LimmaResult, LimmaResults, limma_voom, run_limma_voom
+from cytepool.de import LimmaResult, LimmaResults, limma_voom, limma_voom_result
 from cytepool.errors import ResultFormatError
 
 if TYPE_CHECKING:
@@ -47,7 +47,9 @@ def matrix_result() -> LimmaResult:
     counts = pd.DataFrame(rng.poisson(60, (80, 6)), columns=[f"s{i}" for i in range(6)])
     counts.iloc[3] = 0
     samples = pd.DataFrame({"c": ["a", "b"] * 3}, index=counts.columns)
-    return run_limma_voom(counts, samples, design="~ c", filter_by_expr=True, normalization="none")
+    return limma_voom_result(
+        counts, samples, design="~ c", filter_by_expr=True, normalization="none"
+    )
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -104,6 +106,25 @@ def test_unreadable_files_say_why(cube_result: LimmaResult, tmp_path: Path) -> N
         LimmaResult.read(tmp_path / "plain.parquet")
     with pytest.raises(ResultFormatError, match="no such file"):
         LimmaResult.read(tmp_path / "absent.csv")
+
+
+@pytest.mark.parametrize(
+    ("key", "edit", "message"),
+    [
+        ("prior", lambda prior: prior.pop("s2_prior"), "expected numbers df_prior"),
+        ("cube", lambda cube: cube.pop("digests"), "expected fingerprint, digests"),
+    ],
+)
+def test_edited_sidecar_entries_are_named(
+    cube_result: LimmaResult, tmp_path: Path, key: str, edit: object, message: str
+) -> None:
+    """A prior or cube record missing a field raises ResultFormatError, not a KeyError."""
+    cube_result.to_csv(tmp_path / "r.csv")
+    meta = json.loads((tmp_path / "r.csv.json").read_text())
+    edit(meta[key])  # type: ignore[operator]
+    (tmp_path / "r.csv.json").write_text(json.dumps(meta))
+    with pytest.raises(ResultFormatError, match=message):
+        LimmaResult.read(tmp_path / "r.csv")
 
 
 def test_parquet_without_pyarrow_says_how_to_install(
@@ -166,6 +187,6 @@ def test_index_names_round_trip(tmp_path: Path) -> None:
     counts = pd.DataFrame(np.random.default_rng(1).poisson(40, (30, 4)), columns=list("abcd"))
     counts.index.name = "feature"
     samples = pd.DataFrame({"c": ["x", "x", "y", "y"]}, index=pd.Index(list("abcd"), name="id"))
-    result = run_limma_voom(counts, samples, design="~ c")
+    result = limma_voom_result(counts, samples, design="~ c")
     result.to_csv(tmp_path / "r.csv")
     _assert_round_trip(LimmaResult.read(tmp_path / "r.csv"), result)

@@ -13,7 +13,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from cytepool import Cube
-from cytepool.de import LimmaResult, LimmaResults, limma_voom, run_limma_voom
+from cytepool.de import LimmaResult, LimmaResults, limma_voom, limma_voom_result
 from cytepool.de.testing import assert_result_equal
 from cytepool.errors import DesignError, GroupSkippedError, ResultMismatchError
 
@@ -35,20 +35,20 @@ def _with_layer(cube: Cube, counts: Any, *, n_cells: np.ndarray | None = None) -
 
 
 def _by_hand(cube: Cube, g: int, *, drop: list[str] | None = None, **kwargs: Any) -> LimmaResult:
-    """run_limma_voom on group g's counts, transposed by hand."""
+    """limma_voom_result on group g's counts, transposed by hand."""
     counts = np.asarray(cube.layers["counts"][g])
     samples = cube.samples.set_index("sample")
     frame = pd.DataFrame(
         counts.T, index=pd.Index(cube.features["gene"], name="gene"), columns=samples.index
     )
     keep = [s for s in samples.index if s not in (drop or [])]
-    return run_limma_voom(
+    return limma_voom_result(
         frame[keep], samples.loc[keep], design=DESIGN, filter_by_expr=True, **kwargs
     )
 
 
 def test_each_group_equals_run_limma_voom_on_its_matrix(pb_cube: Cube) -> None:
-    """Every group's table, weights, E and prior are those of run_limma_voom on its counts."""
+    """Every group's table, weights, E and prior are those of limma_voom_result on its counts."""
     results = limma_voom(pb_cube, design=DESIGN)
     assert isinstance(results, LimmaResults)
     assert list(results) == ["T0", "T1", "T2"]
@@ -154,7 +154,7 @@ def test_verify_of_a_matrix_result_says_there_is_no_cube() -> None:
     """A result of plain matrices has nothing to verify against."""
     counts = pd.DataFrame(np.random.default_rng(0).poisson(50, (40, 4)), columns=list("abcd"))
     samples = pd.DataFrame({"c": ["x", "x", "y", "y"]}, index=list("abcd"))
-    result = run_limma_voom(counts, samples, design="~ c")
+    result = limma_voom_result(counts, samples, design="~ c")
     with pytest.raises(ResultMismatchError, match="not from a cube"):
         result.verify(
             Cube(
