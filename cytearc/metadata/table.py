@@ -1,11 +1,16 @@
-"""Cell and feature tables stored as one 1-D Zarr array per column.
+"""Cell and feature tables stored as one Zarr node per column.
 
 A table is a Zarr group whose attribute ``cytearc:columns`` lists its columns
-in order; each column is a 1-D array with dimension name ``cell`` or
-``feature``. Text is stored as variable-length UTF-8 strings, booleans, integers
-and floats as themselves. Every table has ``ids`` and the boolean key ``I``
-(rows in use). Boolean columns serve as keys: :meth:`MetaData.fetch` returns
-the rows a key marks.
+in order; each column is stored in the encoding of
+:mod:`cytearc.metadata.encoding`, which keeps dtypes, categories and their
+order, missing values and datetimes. Every table has ``ids`` and the boolean
+key ``I`` (rows in use). Boolean columns serve as keys: :meth:`MetaData.fetch`
+returns the rows a key marks.
+
+Two views are read: :meth:`MetaData.fetch_all` and :meth:`MetaData.fetch`
+give NumPy arrays (see :func:`~cytearc.metadata.encoding.as_numpy`);
+:meth:`MetaData.fetch_series` and :meth:`MetaData.to_pandas` give the
+columns with their pandas dtypes.
 """
 
 from __future__ import annotations
@@ -15,9 +20,17 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import pandas as pd
 import zarr
-from zarr.codecs import ZstdCodec
 
 from cytearc.errors import CyteArcError, ReadOnlyStoreError, ReservedColumnError
+from cytearc.metadata.encoding import (
+    ENCODING_ATTRIBUTE,
+    EncodedColumn,
+    as_numpy,
+    column_length,
+    encode_column,
+    read_column,
+    write_column,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -32,74 +45,60 @@ __all__ = [
 COLUMNS_ATTRIBUTE: Final = "cytearc:columns"
 GENERATED_ATTRIBUTE: Final = "cytearc:generatedBy"
 """Attribute of a column that an analysis operation wrote: ``{operation, artifact}``."""
-_CHUNK_ROWS: Final = 1 << 20
-_COMPRESSOR: Final = ZstdCodec(level=3)
 
 
-def _as_text(series: pd.Series) -> np.ndarray:
-    return np.array(["" if pd.isna(v) else str(v) for v in series.astype(object)], dtype=object)
-
-
-def _as_storable(name: str, values: Any, *, n_rows: int, where: str) -> np.ndarray:  # noqa: ANN401
-    """A column as a numpy array Zarr stores: bool, integer, float, or text.
-
-    Nullable numbers with missing values become float64 with NaN; text,
-    categoricals, datetimes and anything else become strings ("" for missing).
-    """
-    series = pd.Series(values)
-    if len(series) != n_rows:
-        msg = f"{where}: column {name!r} has {len(series)} values for {n_rows} rows"
+def _validate_name(name: object, *, where: str) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in {".", ".."}:
+        msg = f"{where}: column name {name!r} is not a non-empty string without '/'; rename the column"
         raise CyteArcError(msg)
-    dtype = series.dtype
-    extension = isinstance(dtype, pd.api.extensions.ExtensionDtype)
-    numeric = dtype.kind in "biuf" and not isinstance(dtype, pd.CategoricalDtype)
-    if numeric and not extension:
-        return np.asarray(series.to_numpy())
-    if numeric and not series.isna().any():
-        return np.asarray(series.to_numpy(dtype=getattr(dtype, "numpy_dtype", None)))
-    if numeric and dtype.kind != "b":
-        return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
-    return _as_text(series)
+    return name
 
 
-def _create_column(
-    group: zarr.Group,
-    name: str,
-    values: np.ndarray,
-    *,
-    dimension: str,
-    attributes: dict[str, Any] | None = None,
-) -> None:
-    dtype: Any = str if values.dtype == object else values.dtype
-    array = group.create_array(
-        name=name,
-        shape=values.shape,
-        dtype=dtype,
-        chunks=(max(1, min(len(values), _CHUNK_ROWS)),),
-        compressors=_COMPRESSOR,
-        dimension_names=(dimension,),
-        attributes=attributes or {},
-        overwrite=True,
-    )
-    if len(values):
-        array[:] = values
+def _validate_key(name: str, column: EncodedColumn, *, where: str) -> None:
+    if name == "I" and column.encoding.type != "bool":
+        msg = f"{where}: column 'I' is the key of rows in use and must be boolean, found {column.encoding.type}; rename the column"
+        raise CyteArcError(msg)
 
 
 def write_table(group: zarr.Group, table: pd.DataFrame, *, dimension: str, where: str) -> None:
-    """Write every column of ``table`` (with ``ids`` first) and the key ``I`` into ``group``."""
+    """Write every column of ``table`` (with ``ids`` first) and the key ``I`` into ``group``.
+
+    Every column is encoded (and refused) before anything is written.
+
+    Parameters
+    ----------
+    group
+        The empty table group.
+    table
+        The columns, in order; the index is not stored.
+    dimension
+        ``"cell"`` or ``"feature"``: the dimension name of the column arrays.
+    where
+        Names the table in messages.
+
+    Raises
+    ------
+    CyteArcError
+        If a column name is not a string, is repeated or holds ``/``, or a
+        column holds values no encoding stores.
+    """
+    names = [_validate_name(name, where=where) for name in table.columns]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        msg = f"{where}: the columns {repeated} appear more than once; rename them"
+        raise CyteArcError(msg)
     n_rows = len(table)
-    names = list(table.columns)
-    for name in names:
-        _create_column(
-            group,
-            name,
-            _as_storable(name, table[name], n_rows=n_rows, where=where),
-            dimension=dimension,
-        )
-    if "I" not in names:
-        _create_column(group, "I", np.ones(n_rows, dtype=bool), dimension=dimension)
-        names.append("I")
-    group.attrs[COLUMNS_ATTRIBUTE] = names
+    encoded = {
+        name: encode_column(table.iloc[:, i], n_rows=n_rows, where=f"{where}/{name}")
+        for i, name in enumerate(names)
+    }
+    for name, column in encoded.items():
+        _validate_key(name, column, where=where)
+    if "I" not in encoded:
+        encoded["I"] = encode_column(np.ones(n_rows, dtype=bool), n_rows=n_rows, where=where)
+    for name, column in encoded.items():
+        write_column(group, name, column, dimension=dimension)
+    group.attrs[COLUMNS_ATTRIBUTE] = list(encoded)
 
 
 class MetaData:
@@ -144,31 +143,77 @@ class MetaData:
         ):
             msg = f"{where}: attribute {COLUMNS_ATTRIBUTE!r} must list the columns, with 'ids' and 'I'; found {columns!r}; re-import the store"
             raise CyteArcError(msg)
-        self.n_rows = int(self._array("ids").shape[0])
+        self.n_rows = column_length(self._node("ids"), where=f"{where}/ids")
 
     @property
     def columns(self) -> list[str]:
         """Column names, in order."""
         return list(self._group.attrs[COLUMNS_ATTRIBUTE])  # type: ignore[arg-type]
 
-    def _array(self, column: str) -> zarr.Array[Any]:
+    def _node(self, column: str) -> zarr.Array[Any] | zarr.Group:
         if column not in self.columns:
             msg = f"{self.where}: no column {column!r}; columns are {self.columns}"
             raise KeyError(msg)
-        node = self._group[column]
-        if not isinstance(node, zarr.Array):
-            msg = f"{self.where}/{column}: expected an array"
+        node = self._group.get(column)
+        if not isinstance(node, zarr.Array | zarr.Group):
+            msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored; re-import the store"
             raise CyteArcError(msg)
         return node
 
+    def fetch_series(self, column: str, key: str | None = None) -> pd.Series:
+        """``column`` with its pandas dtype (all rows, or those the boolean column ``key`` marks).
+
+        Categoricals keep their categories and order, datetimes their unit
+        and time zone, nullable columns their dtype, and missing values are
+        missing (``None`` in text, ``<NA>``, NaN or NaT).
+
+        Parameters
+        ----------
+        column
+            The column's name.
+        key
+            A boolean column; None for every row. The rows keep their order,
+            indexed from 0.
+
+        Returns
+        -------
+        pandas.Series
+            Named ``column``.
+
+        Raises
+        ------
+        KeyError
+            If the table has no such column.
+        StoreFormatError
+            If the column's stored encoding is unknown or damaged.
+        """
+        series = read_column(self._node(column), n_rows=self.n_rows, where=f"{self.where}/{column}")
+        series.name = column
+        if key is None:
+            return series
+        return series[self._key_mask(key)].reset_index(drop=True)
+
     def fetch_all(self, column: str) -> np.ndarray:
-        """Every value of ``column``."""
-        values: np.ndarray = np.asarray(self._array(column)[:])
-        return values
+        """Every value of ``column`` as a NumPy array.
+
+        Text (and categoricals of text) is an object array of ``str``, with
+        ``None`` where a value is missing, so ``.astype(str)``, ``.tolist()``,
+        ``pd.Index(...)`` and ``==`` work as on any NumPy array; see
+        :func:`~cytearc.metadata.encoding.as_numpy` for every kind, and
+        :meth:`fetch_series` for the pandas dtype.
+
+        Raises
+        ------
+        KeyError
+            If the table has no such column.
+        StoreFormatError
+            If the column's stored encoding is unknown or damaged.
+        """
+        return as_numpy(self.fetch_series(column))
 
     def attributes(self, column: str) -> dict[str, Any]:
-        """The stored attributes of ``column``."""
-        return dict(self._array(column).attrs)
+        """The stored attributes of ``column`` (its encoding under ``cytearc:encoding``)."""
+        return dict(self._node(column).attrs)
 
     def _key_mask(self, key: str) -> np.ndarray:
         mask = self.fetch_all(key)
@@ -177,15 +222,24 @@ class MetaData:
             raise CyteArcError(msg)
         return mask
 
+    def _key_array(self, key: str) -> zarr.Array[Any]:
+        self._key_mask(key)
+        node = self._node(key)
+        if not isinstance(node, zarr.Array):
+            msg = f"{self.where}: key column {key!r} is a nullable boolean; only a bool column is updated as a key"
+            raise CyteArcError(msg)
+        return node
+
     def fetch(self, column: str, key: str = "I") -> np.ndarray:
-        """The values of ``column`` in the rows that the boolean column ``key`` marks."""
+        """The values of ``column`` (as :meth:`fetch_all`) in the rows that the boolean column ``key`` marks."""
         values: np.ndarray = self.fetch_all(column)[self._key_mask(key)]
         return values
 
     def to_pandas(self, key: str | None = None) -> pd.DataFrame:
-        """The table as a DataFrame (all rows, or those ``key`` marks)."""
-        frame = pd.DataFrame({c: self.fetch_all(c) for c in self.columns})
-        return frame if key is None else frame[self._key_mask(key)].reset_index(drop=True)
+        """The table as a DataFrame with each column's pandas dtype (all rows, or those ``key`` marks)."""
+        mask = None if key is None else self._key_mask(key)
+        frame = pd.DataFrame({c: self.fetch_series(c) for c in self.columns})
+        return frame if mask is None else frame[mask].reset_index(drop=True)
 
     def _check_write(self, column: str, *, operation: str) -> None:
         if not self.writable:
@@ -210,41 +264,99 @@ class MetaData:
     ) -> None:
         """Add ``column``: one value per row of the table, or per row that ``key`` marks.
 
-        Rows outside ``key`` take ``fill_value`` (NaN for numbers, "" for text,
-        False for booleans when None). ``attributes`` are stored on the column
-        (operations mark the columns they write with ``cytearc:generatedBy``).
+        The column keeps its dtype (categories and their order, datetimes,
+        nullable dtypes, missing values), as the import writes them.
+
+        Parameters
+        ----------
+        column
+            The new column's name.
+        values
+            A sequence, NumPy array or :class:`pandas.Series` (its index is
+            ignored) of one value per row, or per row of ``key``.
+        key
+            The boolean column whose rows ``values`` fill when there are fewer
+            values than rows.
+        overwrite
+            Replace an existing column.
+        fill_value
+            The value of the rows outside ``key``. None: False for booleans,
+            else a missing value (NaN for floats, and integers, which become
+            float64; NaT; missing text or category; ``<NA>`` for pandas'
+            nullable dtypes).
+        attributes
+            Stored on the column (operations mark the columns they write with
+            ``cytearc:generatedBy``).
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            If the store was opened read-only.
+        ReservedColumnError
+            If ``column`` is ``ids``, ``I`` or an assay membership column.
+        CyteArcError
+            If the column exists and ``overwrite`` is False, the number of
+            values matches neither the rows nor the rows of ``key``, or the
+            values cannot be stored.
         """
         self._check_write(column, operation="insert")
+        _validate_name(column, where=self.where)
         if column in self.columns and not overwrite:
             msg = f"{self.where}: column {column!r} exists; pass overwrite=True to replace it"
             raise CyteArcError(msg)
         if column in ("ids", "I"):
             msg = f"{self.where}: column {column!r} belongs to the table; it cannot be replaced"
             raise ReservedColumnError(msg)
-        series = pd.Series(values)
+        if attributes and ENCODING_ATTRIBUTE in attributes:
+            msg = f"{self.where}: attribute {ENCODING_ATTRIBUTE!r} of {column!r} is written from the values; leave it out"
+            raise CyteArcError(msg)
+        series = (
+            values.reset_index(drop=True) if isinstance(values, pd.Series) else pd.Series(values)
+        )
         if len(series) != self.n_rows:
             mask = self._key_mask(key)
             if len(series) != int(mask.sum()):
                 msg = f"{self.where}: {len(series)} values for {self.n_rows} rows or the {int(mask.sum())} rows of key {key!r}"
                 raise CyteArcError(msg)
-            stored = _as_storable(column, series, n_rows=len(series), where=self.where)
-            full = np.empty(self.n_rows, dtype=stored.dtype if stored.dtype.kind != "b" else bool)
-            if fill_value is None:
-                fill_value = {"b": False, "O": ""}.get(stored.dtype.kind, np.nan)
-                if stored.dtype.kind in "iu":
-                    full = full.astype(np.float64)
-            full[:] = fill_value
-            full[mask] = stored
-            stored = full
-        else:
-            stored = _as_storable(column, series, n_rows=self.n_rows, where=self.where)
-        _create_column(self._group, column, stored, dimension=self.dimension, attributes=attributes)
+            series = self._expanded(series, mask, fill_value=fill_value, column=column)
+        encoded = encode_column(series, n_rows=self.n_rows, where=f"{self.where}/{column}")
+        write_column(self._group, column, encoded, dimension=self.dimension, attributes=attributes)
         if column not in self.columns:
             self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
+
+    def _expanded(
+        self, series: pd.Series, mask: np.ndarray, *, fill_value: object, column: str
+    ) -> pd.Series:
+        """``series`` at the rows ``mask`` marks, ``fill_value`` (or missing) elsewhere."""
+        dtype = series.dtype
+        numpy_dtype = not isinstance(dtype, pd.api.extensions.ExtensionDtype)
+        if fill_value is None and numpy_dtype and dtype.kind == "b":
+            fill_value = False
+        if numpy_dtype and dtype.kind in "biufMm":
+            values = series.to_numpy()
+            fill: Any = fill_value
+            if fill is None:
+                fill = np.nan if dtype.kind in "iuf" else np.array("NaT", dtype=values.dtype)
+            try:
+                full = np.full(self.n_rows, fill, dtype=np.result_type(values, fill))
+            except (TypeError, ValueError) as error:
+                msg = f"{self.where}: fill_value {fill_value!r} does not fit column {column!r} of dtype {dtype} ({error}); give a fill_value of that dtype"
+                raise CyteArcError(msg) from error
+            full[mask] = values
+            return pd.Series(full)
+        full_series = series.set_axis(np.flatnonzero(mask)).reindex(range(self.n_rows))
+        if fill_value is not None:
+            try:
+                full_series[~mask] = fill_value
+            except (TypeError, ValueError) as error:
+                msg = f"{self.where}: fill_value {fill_value!r} does not fit column {column!r} of dtype {dtype} ({error}); give a fill_value of that dtype"
+                raise CyteArcError(msg) from error
+        return full_series
 
     def update_key(self, values: np.ndarray, key: str) -> None:
         """Set the boolean column ``key``: ``values`` for the rows it marks now, False elsewhere."""
         self._check_write(key, operation="update_key")
+        array = self._key_array(key)
         mask = self._key_mask(key)
         values = np.asarray(values, dtype=bool)
         if len(values) != int(mask.sum()):
@@ -252,13 +364,12 @@ class MetaData:
             raise CyteArcError(msg)
         updated = np.zeros(self.n_rows, dtype=bool)
         updated[mask] = values
-        self._array(key)[:] = updated
+        array[:] = updated
 
     def reset_key(self, key: str) -> None:
         """Mark every row in the boolean column ``key``."""
         self._check_write(key, operation="reset_key")
-        self._key_mask(key)
-        self._array(key)[:] = np.ones(self.n_rows, dtype=bool)
+        self._key_array(key)[:] = np.ones(self.n_rows, dtype=bool)
 
     def drop(self, column: str) -> None:
         """Remove ``column``; ``ids``, ``I`` and assay-membership columns are protected."""
@@ -267,7 +378,7 @@ class MetaData:
                 f"{self.where}: drop {column!r} needs a writable store; open it with zarr_mode='r+'"
             )
             raise ReadOnlyStoreError(msg)
-        if column in ("ids", "I") or self._array(column).attrs.get("role") == "assay_membership":
+        if column in ("ids", "I") or self._node(column).attrs.get("role") == "assay_membership":
             msg = f"{self.where}: column {column!r} is protected and cannot be dropped"
             raise ReservedColumnError(msg)
         self._group.attrs[COLUMNS_ATTRIBUTE] = [c for c in self.columns if c != column]

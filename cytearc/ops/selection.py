@@ -13,8 +13,8 @@ import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact, ArtifactRef, open_artifact
 from cytearc.errors import (
+    ArtifactError,
     AssayNotFoundError,
-    CyteArcError,
     OperationArgumentError,
     StaleSelectionError,
 )
@@ -100,11 +100,11 @@ class Selection:
 def _snapshot(ds: AnalysisStore, mask: np.ndarray, *, key: str | None) -> Artifact:
     mask = np.asarray(mask, dtype=bool)
     if mask.shape != (ds.cells.n_rows,):
-        msg = f"{ds.where}: a cell selection needs one boolean per cell ({ds.cells.n_rows}), found shape {mask.shape}"
-        raise CyteArcError(msg)
+        msg = f"{ds.where}: cell_selection: expected one boolean per cell, shape ({ds.cells.n_rows},), found shape {mask.shape}; pass a mask over every cell"
+        raise OperationArgumentError(msg)
     if not mask.any():
-        msg = f"{ds.where}: the cell selection ({key or 'mask'}) selects no cell"
-        raise CyteArcError(msg)
+        msg = f"{ds.where}: cell_selection ({key or 'mask'}): expected at least one selected cell, found none; select some cells"
+        raise OperationArgumentError(msg)
     return reuse_or_publish(
         ds,
         scope=DATASTORE_SCOPE,
@@ -125,8 +125,8 @@ def open_selection(ds: AnalysisStore, ref: ArtifactRef | str) -> Selection:
     """A stored selection, checked against the current ordered cell ids."""
     artifact = open_artifact(ds.root, ref)
     if artifact.ref.kind != "cell_selection":
-        msg = f"{artifact.ref}: expected a cell_selection artifact, found {artifact.ref.kind!r}"
-        raise CyteArcError(msg)
+        msg = f"{artifact.ref}: cell_selection: expected a cell_selection artifact, found one of kind {artifact.ref.kind!r}; pass a selection's ref, a boolean cell column or a mask"
+        raise OperationArgumentError(msg)
     array = artifact.array("mask")
     if array.attrs.get("rowIds") != row_ids_fingerprint(ds) or array.shape != (ds.cells.n_rows,):
         msg = f"{artifact.ref}: the selection was made for other cell ids (they were replaced or reordered); make the selection again"
@@ -144,8 +144,8 @@ def publish_selection(ds: AnalysisStore, cell_selection: SelectionLike = None) -
         key = cell_selection or "I"
         mask = ds.cells.fetch_all(key)
         if mask.dtype != np.bool_:
-            msg = f"{ds.where}: cell_selection {key!r} must be a boolean cell column, found {mask.dtype}"
-            raise CyteArcError(msg)
+            msg = f"{ds.where}: cell_selection {key!r}: expected a boolean cell column, found dtype {mask.dtype}; pass a boolean column or a mask"
+            raise OperationArgumentError(msg)
         return open_selection(ds, _snapshot(ds, mask, key=key).ref)
     return open_selection(ds, _snapshot(ds, np.asarray(cell_selection), key=None).ref)
 
@@ -228,7 +228,7 @@ def artifact_cell_mask(ds: AnalysisStore, artifact: Artifact) -> np.ndarray:
     while "cells" not in node.inputs():
         parents = node.inputs()
         if not parents:
-            msg = f"{artifact.ref}: its lineage names no cell selection"
-            raise CyteArcError(msg)
+            msg = f"{artifact.ref}: expected a lineage that reaches a cell selection, found none; pass an artifact computed over cells (such as a umap or pca)"
+            raise ArtifactError(msg)
         node = open_artifact(ds.root, next(iter(parents.values())))
     return open_selection(ds, node.inputs()["cells"]).mask
