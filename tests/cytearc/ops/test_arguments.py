@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
-from cytearc import DataStore
 from cytearc.errors import CyteArcError, OperationArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    from cytearc import DataStore
 
 
 @dataclass(frozen=True)

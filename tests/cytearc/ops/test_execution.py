@@ -13,9 +13,9 @@ from dask.callbacks import Callback
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, ReadOnlyStoreError
-from cytearc.ops._base import load_selection
 from cytearc.ops.normalize import block_moments, data_chunk_rows, normalized_graph
 from cytearc.ops.pca import feature_scaling, scaled_graph
+from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks
 from cytearc.utils.moments import ColumnMoments
 from cytepool.testing import raise_if_dask_computes, tree_snapshot
@@ -59,7 +59,7 @@ def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_t
     with raise_if_dask_computes():
         ds = open_threads(planted.path)
         source = ds.assays["RNA"]
-        rows = load_selection(ds, chain.norm.inputs()["cells"]).rows
+        rows = open_selection(ds, chain.norm.inputs()["cells"]).rows
         data = normalized_graph(source, rows, method="library_size", target_sum=1e4, log1p=True)
         n_features = source.shape[1]
         checked = checked_blocks(

@@ -15,7 +15,7 @@ from cytearc.datasets import generate
 from cytearc.errors import UnmeasuredCellsError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import COLUMNS_ATTRIBUTE
-from cytearc.ops._base import resolve_selection
+from cytearc.ops.selection import publish_selection
 from cytepool.testing import tree_snapshot
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ def test_normalize_refuses_a_stored_selection_with_unmeasured_cells(partial: Dat
     """A stored cell_selection artifact is checked by its stored mask."""
     mask = np.zeros(N_CELLS, dtype=bool)
     mask[20:60] = True
-    ref = resolve_selection(partial, mask).ref
+    ref = publish_selection(partial, mask).ref
     error = _refused(partial, lambda: partial.features.normalize("RNA", cell_selection=ref))
     _check_error(error, operation="features.normalize", selected=40, unmeasured=10)
     error = _refused(partial, lambda: partial.features.normalize("RNA", cell_selection=str(ref)))
@@ -230,9 +230,9 @@ def test_select_measured_cells_returns_a_fully_measured_prior_itself(
     assert partial.select_measured_cells("RNA", cell_selection=ref) == ref
     subset = measured.copy()
     subset[100:] = False
-    prior = resolve_selection(partial, subset).ref
+    prior = publish_selection(partial, subset).ref
     assert partial.select_measured_cells("RNA", cell_selection=subset) == prior
-    assert partial.select_measured_cells("ADT") == resolve_selection(partial, None).ref
+    assert partial.select_measured_cells("ADT") == publish_selection(partial, None).ref
     assert partial.select_measured_cells("ADT", cell_selection=subset) == prior
 
 

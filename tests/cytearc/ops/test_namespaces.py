@@ -41,7 +41,8 @@ def test_bound_operation_has_the_functions_signature_and_docstring(
     expected = list(inspect.signature(op.func).parameters)[1:]
     assert list(inspect.signature(bound).parameters) == expected
     assert bound.__doc__ == op.func.__doc__
-    assert bound.__doc__ and "See " not in bound.__doc__.split("\n")[0]
+    assert bound.__doc__
+    assert "See " not in bound.__doc__.split("\n")[0]
 
 
 def test_help_shows_the_parameters(planted: Any, open_threads: Callable[..., DataStore]) -> None:
@@ -66,7 +67,7 @@ def test_namespace_dir_lists_its_operations(planted: Any, open_threads: Callable
 
 @pytest.mark.slow
 def test_mypy_rejects_bad_calls_and_unknown_attributes(tmp_path: Path) -> None:
-    """mypy strict rejects a wrong option type, an unknown option and ``ds.pipline``; accepts the right calls."""
+    """Mypy strict rejects a wrong option type, an unknown option and ``ds.pipline``; accepts the right calls."""
     api = pytest.importorskip("mypy.api")
     snippet = tmp_path / "snippet.py"
     snippet.write_text(
