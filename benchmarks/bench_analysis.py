@@ -32,13 +32,14 @@ parameters match. Then, each in a subprocess of its own, one after the other:
 
 Seconds are wall time of each step inside its subprocess, after the imports;
 numba compiles pynndescent and UMAP in both runs (a fresh process each).
-Peak RSS is sampled every 20 ms with psutil from this process: the
-subprocess plus all its descendants, listed every 0.25 s (for CyteArc the
-client, which hosts the scheduler, and the Dask workers), as absolute values
-that include the interpreter and the imported libraries (the RSS before the
-first step is shown). A step's peak is the largest sample within its window;
-CyteArc's own per-stage peaks (``run.summary()``, client + workers, sampled
-every 0.25 s) are printed below the table. MB are 10**6 bytes. scanpy 1.11
+Peak RSS is sampled from this process as ``run.summary()`` samples it
+(:class:`cytearc.pipeline.rss.RssSampler`, every 0.25 s): the subprocess
+plus all its descendants (for CyteArc the client, which hosts the scheduler,
+and the Dask workers), as absolute values that include the interpreter and
+the imported libraries (the RSS just before the first step is shown). A
+step's peak is the largest sample within its window ("-" for a step shorter
+than the interval); CyteArc's own per-stage peaks (``run.summary()``, client
+and workers apart) are printed below the table. MB are 10**6 bytes. scanpy 1.11
 fails in ``neighbors`` above 8,192 cells with scipy 1.17 (``csr_array`` has
 no ``getnnz``); the scanpy subprocess hands it a ``csr_matrix`` there (see
 :func:`_patch_scanpy_neighbors`).
@@ -74,20 +75,14 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-try:
-    import psutil  # type: ignore[import-untyped]
-except ModuleNotFoundError:  # pragma: no cover - psutil is optional
-    psutil = None
+    from cytearc.pipeline.rss import RssSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report
 import synthetic
-from bench_import import RssSampler, Sample, parse_size, size_label
+from bench_import import parse_size, size_label, subprocess_baseline
 
 MB: Final = 1_000_000
-SAMPLE_INTERVAL: Final = 0.02
-TREE_REFRESH: Final = 0.25
-"""Seconds between listings of a subprocess's descendants (the Dask workers)."""
 DEFAULT_SIZES: Final = ("20k x 15k", "100k x 20k")
 GOAL_SIZE: Final = "100k x 20k"
 GOAL_SPEED: Final = 1.0
@@ -150,10 +145,6 @@ def ensure_dataset(cells: int, genes: int, *, data: Path, seed: int) -> tuple[Pa
 # -- the subprocesses -----------------------------------------------------------
 
 
-def _rss_now() -> int:
-    return 0 if psutil is None else int(psutil.Process().memory_info().rss)
-
-
 def _write_record(out: Path, record: dict[str, Any]) -> None:
     (out / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
 
@@ -163,7 +154,6 @@ def child_import(source: Path, out: Path, args: argparse.Namespace) -> int:
     from cytearc.io.detect import import_data  # noqa: PLC0415
 
     gc.collect()
-    rss_before = _rss_now()
     start = time.perf_counter()
     result = import_data(
         source,
@@ -179,7 +169,6 @@ def child_import(source: Path, out: Path, args: argparse.Namespace) -> int:
             "seconds": stop - start,
             "start": start,
             "stop": stop,
-            "rss_before": rss_before,
             "dtypes": result.dtypes,
             "store_bytes": report.disk_bytes(out / "data.zarr"),
         },
@@ -192,7 +181,6 @@ def child_cytearc(store: Path, out: Path, args: argparse.Namespace) -> int:
     import cytearc  # noqa: PLC0415
 
     gc.collect()
-    rss_before = _rss_now()
     start = time.perf_counter()
     ds = cytearc.DataStore(
         store,
@@ -235,7 +223,6 @@ def child_cytearc(store: Path, out: Path, args: argparse.Namespace) -> int:
             "stages": stages,
             "start": start,
             "stop": stop,
-            "rss_before": rss_before,
             "kept": int(mask.sum()),
             "clusters": int(np.unique(labels[mask]).size),
             "engine": repr(engine.budget),
@@ -280,7 +267,6 @@ def child_scanpy(source: Path, out: Path, args: argparse.Namespace) -> int:
         steps.append({"stage": name, "seconds": end - begin, "start": begin, "stop": end})
 
     gc.collect()
-    rss_before = _rss_now()
     start = time.perf_counter()
     with step(LOAD):
         adata = sc.read_h5ad(source)
@@ -319,7 +305,6 @@ def child_scanpy(source: Path, out: Path, args: argparse.Namespace) -> int:
             "stages": steps,
             "start": start,
             "stop": stop,
-            "rss_before": rss_before,
             "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "clusters": int(np.unique(labels).size),
             "svd_solver": str(adata.uns["pca"]["params"].get("svd_solver", "default")),
@@ -331,67 +316,39 @@ def child_scanpy(source: Path, out: Path, args: argparse.Namespace) -> int:
 CHILDREN: Final = {"import": child_import, "cytearc": child_cytearc, "scanpy": child_scanpy}
 
 
-class TreeSampler(RssSampler):
-    """``bench_import``'s sampler, listing the process tree every :data:`TREE_REFRESH` seconds only.
-
-    Listing descendants scans every process of the machine; reading the RSS
-    of known ones does not, so sampling every 20 ms stays cheap on 2 cores.
-    """
-
-    def __init__(self, pid: int, interval: float) -> None:
-        super().__init__(pid=pid, interval=interval)
-        self._root = None if psutil is None else psutil.Process(pid)
-        self._tree: list[Any] = []
-        self._listed = -np.inf
-
-    def sample(self) -> None:
-        """Take one sample now."""
-        if self._root is None:
-            return
-        now = time.perf_counter()
-        if now - self._listed >= TREE_REFRESH:
-            with contextlib.suppress(psutil.Error):
-                self._tree = self._root.children(recursive=True)
-            self._listed = now
-        try:
-            own = int(self._root.memory_info().rss)
-        except psutil.Error:
-            return
-        rss = []
-        for child in self._tree:
-            with contextlib.suppress(psutil.Error):
-                rss.append(int(child.memory_info().rss))
-        self.samples.append(Sample(now, own, sum(rss), max(rss, default=0)))
-
-
 @dataclass(kw_only=True)
 class ChildRun:
     """What a subprocess recorded, and the RSS of its process tree sampled from here."""
 
     record: dict[str, Any]
-    rss: TreeSampler
+    rss: RssSampler
     wall: float
 
     @property
     def peak(self) -> int:
-        """Peak RSS of the subprocess and its descendants (and its own ru_maxrss, when larger)."""
-        return max(self.rss.peak_of(lambda s: s.total), int(self.record.get("maxrss", 0)))
+        """Peak RSS of the subprocess and its descendants."""
+        return int(self.rss.metrics()["peakBytes"]["total"])
+
+    @property
+    def rss_before(self) -> int:
+        """RSS of the subprocess just before its first step."""
+        return subprocess_baseline(self.rss, float(self.record["start"]))
 
     def stage(self, name: str) -> dict[str, Any] | None:
         """The record of stage ``name``."""
         return next((s for s in self.record["stages"] if s["stage"] == name), None)
 
-    def peak_in(self, names: Sequence[str]) -> Sample | None:
-        """The largest sample within the windows of the stages ``names`` (None if none ran)."""
+    def peak_in(self, names: Sequence[str]) -> int | None:
+        """The largest total RSS sampled within the windows of the stages ``names`` (None if none)."""
         found = [s for s in (self.stage(n) for n in names) if s is not None]
-        if not found:
-            return None
-        samples = [self.rss.peak(s["start"], s["stop"]) for s in found]
-        return max(samples, key=lambda s: s.total)
+        peaks = [report.peak_bytes(self.rss, start=s["start"], stop=s["stop"]) for s in found]
+        return max((p["total"] for p in peaks if p is not None), default=None)
 
 
 def run_child(kind: str, source: Path, out: Path, args: argparse.Namespace) -> ChildRun:
     """Run :data:`CHILDREN` ``[kind]`` in a subprocess, sampling its process tree from here."""
+    from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415 (the children do not load CyteArc)
+
     out.mkdir(parents=True, exist_ok=True)
     command = [
         sys.executable,
@@ -409,7 +366,7 @@ def run_child(kind: str, source: Path, out: Path, args: argparse.Namespace) -> C
     ]
     wall = time.perf_counter()
     proc = subprocess.Popen(command)
-    with TreeSampler(proc.pid, SAMPLE_INTERVAL) as rss:
+    with RssSampler(None, pid=proc.pid) as rss:
         proc.wait()
     wall = time.perf_counter() - wall
     if proc.returncode:
@@ -497,9 +454,7 @@ def table(c: Comparison) -> str:
         scan_s = [s["seconds"] for s in map(c.scanpy.stage, scan_stages) if s is not None]
         a = sum(cyte_s) if cyte_s else None
         b = sum(scan_s) if scan_s else None
-        pa, pb = c.cytearc.peak_in(cyte_stages), c.scanpy.peak_in(scan_stages)
-        ma = None if pa is None else pa.total
-        mb = None if pb is None else pb.total
+        ma, mb = c.cytearc.peak_in(cyte_stages), c.scanpy.peak_in(scan_stages)
         rows.append(
             (
                 name,
@@ -549,14 +504,11 @@ def details(c: Comparison, budget: int) -> list[str]:
             f"{_mb(imp.peak)} MB; store {_mb(imp.record['store_bytes'])} MB, dtypes {imp.record['dtypes']}"
         ),
         (
-            f"  CyteArc: RSS {_mb(cyte.record['rss_before'])} MB before the load (interpreter, imports); "
-            f"peak all {_mb(cyte.peak)} MB, of which workers at most "
-            f"{_mb(cyte.rss.peak_of(lambda s: s.children))} MB (largest single "
-            f"{_mb(cyte.rss.peak_of(lambda s: s.largest_child))} MB), client at most "
-            f"{_mb(cyte.rss.peak_of(lambda s: s.own))} MB; budget {budget / MB:,.0f} MB; "
+            f"  CyteArc: RSS {_mb(cyte.rss_before)} MB before the load (interpreter, imports); "
+            f"peak all {_mb(cyte.peak)} MB; budget {budget / MB:,.0f} MB; "
             f"subprocess wall {cyte.wall:.1f} s"
         ),
-        "  CyteArc run.summary() (its own sampler, every 0.25 s):",
+        "  CyteArc run.summary() (its own sampler, client and workers apart):",
     ]
     for s in cyte.record["stages"]:
         if s["stage"] == LOAD:
@@ -567,12 +519,12 @@ def details(c: Comparison, budget: int) -> list[str]:
             f"created {s['created']}, reused {s['reused']}"
         )
     lines.append(
-        f"  scanpy: RSS {_mb(scan.record['rss_before'])} MB before the load; peak "
+        f"  scanpy: RSS {_mb(scan.rss_before)} MB before the load; peak "
         f"{_mb(scan.peak)} MB (ru_maxrss {_mb(scan.record['maxrss'])} MB); pca svd_solver "
         f"{scan.record['svd_solver']}; subprocess wall {scan.wall:.1f} s; steps:"
     )
     for s in scan.record["stages"]:
-        peak = scan.rss.peak(s["start"], s["stop"]).total
+        peak = scan.peak_in([s["stage"]])
         lines.append(f"    {s['stage']:<22} {s['seconds']:8.2f} s  peak {_mb(peak):>6} MB")
     lines += [
         (
@@ -653,8 +605,8 @@ def main(argv: list[str] | None = None) -> int:
     budget = parse_mem_budget(args.mem_budget)
     packages = ("zarr", "dask", "distributed", "scipy", "anndata", "scanpy", "scikit-learn")
     packages += ("pynndescent", "umap-learn", "leidenalg", "igraph")
-    sampling = f"every {SAMPLE_INTERVAL * 1000:.0f} ms, subprocess + all its descendants"
-    for line in report.machine(packages, notes=[f"peak RSS: psutil, sampled {sampling}"]):
+    sampling = f"{report.RSS_SAMPLING}; the subprocess and all its descendants"
+    for line in report.machine(packages, notes=[f"peak RSS: {sampling}"]):
         print(line)
     print(
         f"CyteArc: mem_budget {args.mem_budget} ({budget / MB:,.0f} MB) over {args.workers} "

@@ -27,9 +27,10 @@ timed, each ``--repeat`` times (best and median are reported):
 
 MB are 10**6 bytes. Fingerprint MB are the canonical bytes hashed (8 per value);
 write MB are the in-memory bytes of the layers (4 per int32, 8 per float64).
-Peak RSS is this process plus its children, sampled every 10 ms with psutil
-when it is installed, else the lifetime ``ru_maxrss`` from :mod:`resource`.
-Times are reported, never asserted.
+Peak RSS is sampled as ``run.summary()`` samples it
+(:class:`cytearc.pipeline.rss.RssSampler`, every 0.25 s, and once as each
+step starts and ends): this process and its children, and the workers of the
+current Dask client, if any. Times are reported, never asserted.
 """
 
 from __future__ import annotations
@@ -43,104 +44,50 @@ import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import dask
 import numpy as np
 import pandas as pd
 import report
 import zarr
-from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
+from zarr.codecs import BytesCodec
 from zarr.storage import LocalStore
 
+from cytearc.pipeline.rss import RssSampler
 from cytepool import Cube, write_cube
+from cytepool.codecs import Compression, compressor
+from cytepool.compute import current_client
+from cytepool.cube.encoding import format_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
-    from types import TracebackType
 
-try:
-    import psutil  # type: ignore[import-untyped]
-except ModuleNotFoundError:  # pragma: no cover - psutil is optional
-    psutil = None
-
-Compression = Literal["gzip", "zstd"] | None
 T = TypeVar("T")
 
 MB: Final = 1_000_000
 CHUNK_FEATURES: Final = 4096
-"""Feature extent of a layer chunk, as in ``cytepool.cube.graph.LAYER_CHUNK_FEATURES``."""
+"""Feature extent of a layer chunk, as in ``cytepool.cube.tasks.LAYER_CHUNK_FEATURES``."""
 FINGERPRINT_GOAL: Final = 0.70
 WRITE_GOAL: Final = 1.5
-SAMPLE_INTERVAL: Final = 0.01
 
 
 # -- memory ---------------------------------------------------------------------
 
 
-def _rusage_peak() -> int:
-    """Lifetime peak RSS in bytes: this process plus its largest waited-for child (Linux: KiB)."""
-    self_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return (self_kib + children_kib) * 1024
+def sampler() -> RssSampler:
+    """A sampler of this process tree and of the current Dask client's workers."""
+    return RssSampler(current_client())
 
 
-def current_rss() -> int | None:
-    """Resident bytes of this process and all its children now; None without psutil."""
-    if psutil is None:
-        return None
-    proc = psutil.Process()
-    total = int(proc.memory_info().rss)
-    for child in proc.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            total += int(child.memory_info().rss)
-    return total
-
-
-class PeakRss:
-    """Peak RSS of this process and its children while the ``with`` block runs.
-
-    Sampled in a daemon thread with psutil; without psutil, the lifetime peak
-    from ``getrusage`` at exit (an upper bound for the block).
-    """
-
-    def __init__(self, interval: float = SAMPLE_INTERVAL) -> None:
-        self.interval = interval
-        self.peak = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _sample(self) -> None:
-        while True:
-            rss = current_rss()
-            if rss is not None:
-                self.peak = max(self.peak, rss)
-            if self._stop.wait(self.interval):
-                return
-
-    def __enter__(self) -> PeakRss:
-        self.peak = current_rss() or 0
-        if psutil is not None:
-            self._thread = threading.Thread(target=self._sample, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.peak = max(self.peak, current_rss() or 0)
-        if psutil is None:
-            self.peak = _rusage_peak()
+def current_rss() -> int:
+    """Resident bytes of this process tree (and the current client's workers) now."""
+    with sampler() as rss:
+        pass
+    return int(rss.metrics()["peakBytes"]["total"])
 
 
 # -- data -----------------------------------------------------------------------
@@ -239,18 +186,9 @@ def canonical_bytes(layers: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
 def sha256_groups(canonical: Mapping[str, np.ndarray]) -> dict[str, list[str]]:
     """One SHA-256 per group of each layer, through memoryviews, in this thread."""
     return {
-        name: ["sha256:" + hashlib.sha256(x[g].data).hexdigest() for g in range(x.shape[0])]
+        name: [format_digest(hashlib.sha256(x[g].data)) for g in range(x.shape[0])]
         for name, x in sorted(canonical.items())
     }
-
-
-def codec_for(compression: Compression) -> GzipCodec | ZstdCodec | None:
-    """The compressor of ``write_cube(compression=...)``, built here independently."""
-    if compression == "gzip":
-        return GzipCodec(level=1)
-    if compression == "zstd":
-        return ZstdCodec(level=3, checksum=True)
-    return None
 
 
 def write_plain_zarr(
@@ -266,7 +204,7 @@ def write_plain_zarr(
             dtype=x.dtype,
             chunks=(1, x.shape[1], min(x.shape[2], CHUNK_FEATURES)),
             serializer=BytesCodec(),
-            compressors=codec_for(compression),
+            compressors=compressor(compression, error=ValueError),
             fill_value=0,
         )
         arr[:] = x
@@ -317,13 +255,13 @@ def measure(steps: Sequence[Step[Any]], repeat: int) -> None:
         for step in steps:
             arg = step.setup()
             gc.collect()
-            with PeakRss() as rss:
+            with sampler() as rss:
                 start = time.perf_counter()
                 step.run(arg)
                 elapsed = time.perf_counter() - start
             step.teardown(arg)
             step.row.times.append(elapsed)
-            step.row.peak_rss = max(step.row.peak_rss, rss.peak)
+            step.row.peak_rss = max(step.row.peak_rss, rss.metrics()["peakBytes"]["total"])
 
 
 # -- report ---------------------------------------------------------------------
@@ -332,9 +270,9 @@ def measure(steps: Sequence[Step[Any]], repeat: int) -> None:
 def machine() -> list[str]:
     """Lines describing the machine, the library versions and how memory is measured."""
     scheduler = dask.config.get("scheduler", None) or "threads (default)"
-    rss = "psutil, sampled every 10 ms" if psutil is not None else "getrusage ru_maxrss"
     return report.machine(
-        ("zarr", "numcodecs", "dask"), notes=[f"dask scheduler: {scheduler}; peak RSS: {rss}"]
+        ("zarr", "numcodecs", "dask"),
+        notes=[f"dask scheduler: {scheduler}; peak RSS: {report.RSS_SAMPLING}"],
     )
 
 
@@ -497,8 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"data: {source_mb:,.0f} MB of layers in memory, "
         f"{np.count_nonzero(data.layers['counts']) / n_values:.1%} non-zero counts, "
-        f"generated in {time.perf_counter() - start:.1f} s"
-        + ("" if baseline is None else f"; RSS {baseline / MB:,.0f} MB")
+        f"generated in {time.perf_counter() - start:.1f} s; RSS {baseline / MB:,.0f} MB"
     )
 
     fp = bench_fingerprint(data, hashed_mb, args.repeat)

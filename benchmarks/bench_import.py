@@ -27,13 +27,13 @@ reused while its ``COMPLETE`` marker and parameters match. Then, in one run:
     The same import from the H5AD.
 
 Seconds are wall time of the call alone (the reference subprocesses time the
-read after their imports). Peak RSS is sampled every 10 ms with psutil: for
-an import, this process (the client, which also hosts the scheduler and
-reads the source) plus all its child processes (the Dask workers); for a
-reference, the subprocess (the larger of the samples and its own
-``ru_maxrss``). MB are 10**6 bytes; the budget is parsed as the engine does
-(``4G`` = 4e9 bytes). The budget limits the workers; the client's memory
-comes on top, so both are reported. The workers are restarted (untimed)
+read after their imports). Peak RSS is sampled as ``run.summary()`` samples
+it (:class:`cytearc.pipeline.rss.RssSampler`, every 0.25 s): for an import,
+the engine's Dask workers and the client (this process, which also hosts the
+scheduler and reads the source); for a reference, the subprocess, sampled
+from here (its own ``ru_maxrss`` is noted). MB are 10**6 bytes; the budget is
+parsed as the engine does (``4G`` = 4e9 bytes). The budget limits the
+workers; the client's memory comes on top, so both are reported. The workers are restarted (untimed)
 before each import so every step starts from fresh processes.
 
 Each import is also broken into phases (the benchmark wraps, without
@@ -60,7 +60,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,119 +68,22 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
-    from types import TracebackType
+    from collections.abc import Iterator, Sequence
 
     from cytearc.engine.cluster import Engine
-
-try:
-    import psutil  # type: ignore[import-untyped]
-except ModuleNotFoundError:  # pragma: no cover - psutil is optional
-    psutil = None
+    from cytearc.pipeline.rss import RssSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report
 import synthetic
 
 MB: Final = 1_000_000
-SAMPLE_INTERVAL: Final = 0.01
+BASELINE_SECONDS: Final = 0.5
+"""A subprocess's RSS before its first step: the peak of the samples this long before it."""
 DEFAULT_SIZES: Final = ("20k x 15k", "100k x 20k")
 GOAL_SIZE: Final = "100k x 20k"
 SPEED_GOAL: Final = 1.0
 """Import seconds / read_h5ad seconds at :data:`GOAL_SIZE`."""
-
-
-# -- memory ---------------------------------------------------------------------
-
-
-def _tree_rss(proc: Any) -> tuple[int, list[int]]:  # noqa: ANN401 (a psutil.Process)
-    """RSS of ``proc`` and of each of its descendants (bytes); zeros for ended processes."""
-    try:
-        own = int(proc.memory_info().rss)
-        children = proc.children(recursive=True)
-    except psutil.Error:
-        return 0, []
-    rss = []
-    for child in children:
-        with contextlib.suppress(psutil.Error):
-            rss.append(int(child.memory_info().rss))
-    return own, rss
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One RSS sample: time, the process's own RSS, its children's sum and largest."""
-
-    t: float
-    own: int
-    children: int
-    largest_child: int
-
-    @property
-    def total(self) -> int:
-        """Process plus children."""
-        return self.own + self.children
-
-
-class RssSampler:
-    """RSS of a process and all its descendants, sampled in a thread while the block runs.
-
-    ``pid`` None samples this process (its children are the Dask workers).
-    Without psutil nothing is sampled and the peaks stay 0.
-    """
-
-    def __init__(self, pid: int | None = None, interval: float = SAMPLE_INTERVAL) -> None:
-        self.interval = interval
-        self.samples: list[Sample] = []
-        self._proc = None if psutil is None else psutil.Process(pid)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def sample(self) -> None:
-        """Take one sample now."""
-        if self._proc is None:
-            return
-        own, children = _tree_rss(self._proc)
-        if own:
-            self.samples.append(
-                Sample(time.perf_counter(), own, sum(children), max(children, default=0))
-            )
-
-    def _run(self) -> None:
-        while True:
-            self.sample()
-            if self._stop.wait(self.interval):
-                return
-
-    def __enter__(self) -> RssSampler:
-        self.sample()
-        if self._proc is not None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.sample()
-
-    def window(self, start: float = -np.inf, stop: float = np.inf) -> list[Sample]:
-        """The samples taken between ``start`` and ``stop`` (perf_counter seconds)."""
-        return [s for s in self.samples if start <= s.t <= stop]
-
-    def peak(self, start: float = -np.inf, stop: float = np.inf) -> Sample:
-        """The sample of largest total RSS in the window (zeros when there is none)."""
-        return max(self.window(start, stop), key=lambda s: s.total, default=Sample(0.0, 0, 0, 0))
-
-    def peak_of(self, what: Callable[[Sample], int]) -> int:
-        """Largest value of ``what`` over all samples."""
-        return max((what(s) for s in self.samples), default=0)
 
 
 # -- data -----------------------------------------------------------------------
@@ -273,13 +175,12 @@ def reference_main(kind: str, path: str) -> int:
         print(f"unknown reference {kind!r}", file=sys.stderr)
         return 2
     gc.collect()
-    rss_before = 0 if psutil is None else int(psutil.Process().memory_info().rss)
     start = time.perf_counter()
     matrix = read()
     seconds = time.perf_counter() - start
     record = {
         "seconds": seconds,
-        "rss_before": rss_before,
+        "start": start,
         "maxrss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "nnz": int(matrix.nnz),
         "total": int(matrix.sum(dtype=np.int64)),
@@ -304,29 +205,37 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
+def subprocess_baseline(rss: RssSampler, start: float) -> int:
+    """RSS of a sampled subprocess just before ``start`` (0 when no sample fell there)."""
+    peaks = report.peak_bytes(rss, start=start - BASELINE_SECONDS, stop=start)
+    return 0 if peaks is None else peaks["total"]
+
+
 def run_reference(kind: str, path: Path, label: str, step: str) -> tuple[Row, dict[str, Any]]:
     """Run :func:`reference_main` in a subprocess, sampling its RSS from here."""
+    from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415 (see report)
+
     command = [sys.executable, str(Path(__file__).resolve()), "--reference", kind, str(path)]
     wall = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    with RssSampler(pid=proc.pid) as rss:
+    with RssSampler(None, pid=proc.pid) as rss:
         out, _ = proc.communicate()
     wall = time.perf_counter() - wall
     if proc.returncode:
         msg = f"{step} failed with exit code {proc.returncode}"
         raise RuntimeError(msg)
     record: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    peak = max(rss.peak_of(lambda s: s.total), int(record["maxrss"]))
+    baseline = subprocess_baseline(rss, float(record["start"]))
     row = Row(
         step=step,
         size=label,
         seconds=float(record["seconds"]),
-        peak_all=peak,
-        baseline=int(record["rss_before"]),
+        peak_all=rss.metrics()["peakBytes"]["total"],
+        baseline=baseline,
     )
     row.notes.append(
         f"subprocess wall {wall:.1f} s with interpreter start and imports; "
-        f"RSS {record['rss_before'] / MB:,.0f} MB before the read"
+        f"RSS {baseline / MB:,.0f} MB before the read; its ru_maxrss {record['maxrss'] / MB:,.0f} MB"
     )
     return row, record
 
@@ -501,11 +410,14 @@ def _phase_lines(phases: Phases, start: float, stop: float, rss: RssSampler) -> 
     }
     lines = []
     for name, a, b in edges:
-        peak = rss.peak(a, b)
-        text = (
-            f"    {name:<26} {b - a:7.1f} s   peak RSS all {peak.total / MB:7,.0f} MB, "
-            f"workers {peak.children / MB:7,.0f} MB, client {peak.own / MB:6,.0f} MB"
+        peak = report.peak_bytes(rss, start=a, stop=b)
+        memory = (
+            "no RSS sample"
+            if peak is None
+            else f"peak RSS all {peak['total'] / MB:7,.0f} MB, "
+            f"workers {peak['workers'] / MB:7,.0f} MB, client {peak['client'] / MB:6,.0f} MB"
         )
+        text = f"    {name:<26} {b - a:7.1f} s   {memory}"
         if name in reads:
             key, _ = reads[name]
             text += (
@@ -541,6 +453,7 @@ def run_import(
     from distributed import get_task_stream  # noqa: PLC0415
 
     from cytearc.io.detect import import_data  # noqa: PLC0415
+    from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415
 
     client = engine.client
     if client is None:  # typed Client | None by distributed's stubs
@@ -554,10 +467,9 @@ def run_import(
         gc.collect()
         with (
             instrumented() as phases,
-            RssSampler() as rss,
+            RssSampler(client) as rss,
             get_task_stream(client=client) as stream,
         ):
-            baseline = rss.samples[0].total if rss.samples else 0
             start = time.perf_counter()
             result = import_data(
                 source,
@@ -568,18 +480,20 @@ def run_import(
             )
             stop = time.perf_counter()
         workers_after = set(client.scheduler_info()["workers"])
+        peak = rss.metrics()["peakBytes"]
+        baseline = rss.metrics(stop=start)["peakBytes"]["total"]
         row = Row(
             step=f"import_data({kind})",
             size=dataset.label,
             seconds=stop - start,
-            peak_all=rss.peak_of(lambda s: s.total),
-            peak_workers=rss.peak_of(lambda s: s.children),
-            peak_client=rss.peak_of(lambda s: s.own),
+            peak_all=peak["total"],
+            peak_workers=peak["workers"],
+            peak_client=peak["client"],
             baseline=baseline,
         )
         row.notes.append(
-            f"largest single worker {rss.peak_of(lambda s: s.largest_child) / MB:,.0f} MB "
-            f"(limit {engine.worker_memory() / MB:,.0f} MB); RSS {baseline / MB:,.0f} MB before"
+            f"worker limit {engine.worker_memory() / MB:,.0f} MB each; "
+            f"RSS {baseline / MB:,.0f} MB before"
         )
         if workers_after != workers_before:
             row.notes.append(
@@ -605,12 +519,7 @@ def run_import(
 def machine() -> list[str]:
     """Lines describing the machine, the library versions and how memory is measured."""
     packages = ("zarr", "numcodecs", "dask", "distributed", "scipy", "h5py", "anndata", "pandas")
-    rss = (
-        "psutil, sampled every 10 ms, process + all children"
-        if psutil is not None
-        else "psutil missing: no RSS"
-    )
-    return report.machine(packages, notes=[f"peak RSS: {rss}"])
+    return report.machine(packages, notes=[f"peak RSS: {report.RSS_SAMPLING}"])
 
 
 def table(rows: Sequence[Row], budget: int) -> str:
@@ -690,6 +599,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
         return reference_main(*args.reference)
 
     from cytearc.engine import get_engine, parse_mem_budget  # noqa: PLC0415
+    from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415
 
     budget = parse_mem_budget(args.mem_budget)
     for line in machine():
@@ -718,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     rows: list[Row] = []
     details: list[str] = []
     gc.collect()
-    with RssSampler() as rss:
+    with RssSampler(None) as rss:
         start = time.perf_counter()
         engine = get_engine(mem_budget=args.mem_budget, workers=args.workers)
         startup = time.perf_counter() - start
@@ -727,9 +637,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
             step=f"engine start ({args.workers} workers)",
             size="-",
             seconds=startup,
-            peak_all=rss.peak_of(lambda s: s.total),
-            peak_workers=rss.peak_of(lambda s: s.children),
-            peak_client=rss.peak_of(lambda s: s.own),
+            peak_all=rss.metrics()["peakBytes"]["total"],
         )
     )
     speed_ratio: float | None = None

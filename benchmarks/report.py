@@ -1,4 +1,9 @@
-"""What every benchmark prints about where it ran: machine, versions, commit; and file sizes."""
+"""What every benchmark prints about where it ran (machine, versions, commit), file sizes, and memory.
+
+Memory is sampled by :class:`cytearc.pipeline.rss.RssSampler`, as
+``run.summary()`` reports it; it is imported when first used, so that the
+reference subprocesses of the benchmarks do not load CyteArc.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,20 @@ import os
 import platform
 from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
-__all__ = ["disk_bytes", "machine", "source_commit"]
+if TYPE_CHECKING:
+    from cytearc.pipeline.rss import RssSampler
+
+__all__ = ["RSS_SAMPLING", "disk_bytes", "machine", "peak_bytes", "source_commit"]
+
+RSS_SAMPLING: Final = (
+    "cytearc.pipeline.rss.RssSampler as run.summary() reports it, every 0.25 s: "
+    "client = the sampled process and its descendants that are not Dask workers"
+)
+"""How the benchmarks measure peak RSS, for their notes."""
 
 
 def source_commit() -> str:
@@ -59,3 +74,20 @@ def disk_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def peak_bytes(
+    sampler: RssSampler, *, start: float | None = None, stop: float | None = None
+) -> dict[str, int] | None:
+    """Peak ``total``, ``client`` and ``workers`` bytes of the samples from ``start`` to ``stop``.
+
+    As ``sampler.metrics(...)["peakBytes"]``; None when no sample was taken in
+    the window (a step shorter than the sampling interval).
+    """
+    from cytearc.errors import CyteArcError  # noqa: PLC0415 (see the module docstring)
+
+    try:
+        peaks: dict[str, int] = sampler.metrics(start=start, stop=stop)["peakBytes"]
+    except CyteArcError:
+        return None
+    return peaks

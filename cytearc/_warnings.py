@@ -1,28 +1,5 @@
-"""The one way CyteArc warns: pointed at the first line of the caller's code."""
+"""The one way CyteArc warns: :func:`cytepool._warnings.warn_user`, shared with CytePool."""
 
-from __future__ import annotations
-
-import sys
-import warnings
-from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from types import FrameType
+from cytepool._warnings import warn_user
 
 __all__ = ["warn_user"]
-
-_PACKAGE_ROOTS = (
-    str(Path(__file__).resolve().parent),
-    str(Path(__file__).resolve().parent.parent / "cytepool"),
-)
-
-
-def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
-    """Emit ``message`` attributed to the first stack frame outside CyteArc and CytePool (as xarray's)."""
-    frame: FrameType | None = sys._getframe(1)
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_ROOTS):
-        frame = frame.f_back
-        level += 1
-    warnings.warn(message, category, stacklevel=level)  # noqa: TID251 (the helper itself)

@@ -6,6 +6,7 @@ opens; :func:`read_cube` opens one strictly.
 """
 
 from cytepool import errors
+from cytepool._versions import package_version
 from cytepool.cube import (
     FINGERPRINT_VERSION,
     FORMAT,
@@ -18,10 +19,9 @@ from cytepool.cube import (
     verify_chain,
     write_cube,
 )
-from cytepool.cube.cube import package_version
 from cytepool.de import limma_voom, run_limma_voom
 
-__version__ = package_version()
+__version__ = package_version("cytepool")
 
 __all__ = [
     "FINGERPRINT_VERSION",

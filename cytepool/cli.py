@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from cytepool.cube.cube import Cube, package_version
+from cytepool._versions import package_version
 from cytepool.cube.provenance import describe_provenance, verify_chain
 from cytepool.cube.reader import read_cube
 from cytepool.cube.writer import write_cube
@@ -23,6 +23,8 @@ from cytepool.errors import CubeError, CubeNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from cytepool.cube.cube import Cube
 
 __all__ = ["main"]
 
@@ -139,11 +141,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _de(args: argparse.Namespace) -> int:
     from cytepool.de import LimmaResult, LimmaResults, limma_voom  # noqa: PLC0415
-    from cytepool.errors import GroupSkippedError, LimmaError  # noqa: PLC0415
+    from cytepool.errors import DesignError, GroupSkippedError, LimmaError  # noqa: PLC0415
     from cytepool.plots import save_de_figures  # noqa: PLC0415
 
     cube = read_cube(args.path)
-    contrast = json.loads(args.contrast) if args.contrast else None
+    try:
+        contrast = json.loads(args.contrast) if args.contrast else None
+    except json.JSONDecodeError:
+        contrast = args.contrast  # an R expression such as "groupB-groupC"
+    if isinstance(contrast, list) and all(isinstance(c, str) for c in contrast):
+        print(
+            "error: --contrast takes one contrast; run cytepool de once per contrast",
+            file=sys.stderr,
+        )
+        return EXIT_MISMATCH
     options: dict[str, Any] = {
         "design": args.design,
         "coef": args.coef,
@@ -158,8 +169,8 @@ def _de(args: argparse.Namespace) -> int:
             labels = {str(g): g for g in cube.groups.iloc[:, 0]}
             unknown = [g for g in args.group if g not in labels]
             if unknown:
-                msg = f"{args.path}: no group {unknown}; groups are {sorted(labels)}"
-                raise LimmaError(msg)
+                msg = f"{args.path}: --group: no group {unknown}; the cube's groups are {sorted(labels)} - pass one of them"
+                raise DesignError(msg)
             fitted: dict[Any, LimmaResult] = {}
             skipped: dict[Any, str] = {}
             for g in args.group:
@@ -207,7 +218,9 @@ def _de(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cytepool", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"cytepool {package_version()}")
+    parser.add_argument(
+        "--version", action="version", version=f"cytepool {package_version('cytepool')}"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser(
         "inspect", help="shape, tables, layers, fingerprint and provenance of a cube"
@@ -238,7 +251,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--coef", default=None, help="the design column to test (default: the last)")
     p.add_argument(
-        "--contrast", default=None, help="a contrast as JSON, e.g. '{\"conditionstim\": 1}'"
+        "--contrast",
+        default=None,
+        help="a contrast: an R expression such as 'groupB-groupC' or JSON weights '{\"conditionstim\": 1}'",
     )
     p.add_argument("--group", action="append", default=[], help="test only this group (repeatable)")
     p.add_argument("--min-cells", type=float, default=10, help="drop samples with fewer cells")

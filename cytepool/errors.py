@@ -29,6 +29,7 @@ __all__ = [
     "LimmaError",
     "NegativeValueError",
     "NonFiniteValueError",
+    "ResultExistsError",
     "ResultFormatError",
     "ResultMismatchError",
 ]
@@ -108,6 +109,10 @@ class GroupSkippedError(LimmaError):
 
 class ResultMismatchError(LimmaError):
     """A differential expression result was not computed from the cube it is checked against."""
+
+
+class ResultExistsError(LimmaError, FileExistsError):
+    """A directory already holds saved differential expression results that may not be replaced."""
 
 
 class ResultFormatError(LimmaError):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.figure import Figure
 
-from cytepool.errors import CubeError
+from cytepool.errors import ResultFormatError
 
 if TYPE_CHECKING:
     from collections.abc import Hashable, Mapping
@@ -127,8 +127,8 @@ def voom_trend(result: LimmaResult, *, ax: Axes | None = None) -> Figure:
     """Voom's mean-variance trend: sqrt(residual SD) against average log2 count, with the lowess line."""
     _check(result)
     if result.voom_trend is None:
-        msg = "this result has no voom trend (results read from a file keep only the table and metadata); compute it again"
-        raise CubeError(msg)
+        msg = f"{_title(result, 'voom_trend')}: expected a result with its voom trend, found none (results read from a file keep only the table and metadata); compute it again with cytepool.limma_voom"
+        raise ResultFormatError(msg)
     figure, axes = _axes(ax)
     points, line = result.voom_trend.points, result.voom_trend.line
     axes.scatter(
@@ -160,5 +160,5 @@ def save_de_figures(
 def _check(result: LimmaResult) -> None:
     missing = {"logFC", "AveExpr", "P.Value", "adj.P.Val"} - set(result.table.columns)
     if missing:
-        msg = f"a limma result table needs columns {sorted(missing)}; found {list(result.table.columns)}"
-        raise CubeError(msg)
+        msg = f"{_title(result, 'table')}: expected a limma result table with columns {sorted(missing)}, found columns {list(result.table.columns)}; plot a result of cytepool.limma_voom"
+        raise ResultFormatError(msg)

@@ -70,7 +70,7 @@ class ArtifactRef:
             return cls(DATASTORE_SCOPE, parts[1], parts[2])
         if len(parts) == 4 and parts[1] == "artifacts":
             return cls(parts[0], parts[2], parts[3])
-        msg = f"artifact ref {value!r}: expected '[<assay>/]artifacts/<kind>/<id>'"
+        msg = f"artifact ref {value!r}: expected '[<assay>/]artifacts/<kind>/<id>'; pass an ArtifactRef or str(artifact.ref) of an artifact of the store"
         raise ArtifactError(msg)
 
     def to_json(self) -> dict[str, str]:

@@ -31,7 +31,7 @@ from cytearc.errors import (
     ReadOnlyStoreError,
 )
 from cytearc.storage.finite_values import check_finite, checked_blocks
-from cytepool.cube.cube import package_version
+from cytepool._versions import package_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -323,7 +323,7 @@ def _new_group(
         "provenance": provenance,
         "execution_options": options,
         "created_at_ns": time.time_ns(),
-        "cytearc_version": package_version(),
+        "cytearc_version": package_version("cytearc"),
         "complete": False,
     }
     return ref, root.require_group(ref.path.rsplit("/", 1)[0]).create_group(

@@ -10,25 +10,20 @@ scheduler address or a :class:`distributed.Client`.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import dask
-from dask.base import compute as dask_compute
-from dask.delayed import Delayed, delayed
-from dask.diagnostics.progress import ProgressBar
-from dask.system import CPU_COUNT
-from distributed import Client, LocalCluster, progress, wait
-from threadpoolctl import threadpool_limits
+from distributed import Client, LocalCluster
 
 from cytearc.engine.budget import Budget, resolve_budget
 from cytearc.errors import EngineConfigError
+from cytepool.compute import compute
 
 if TYPE_CHECKING:
+    import contextlib
     from collections.abc import Sequence
 
 __all__ = ["Engine", "get_engine", "shutdown"]
@@ -82,48 +77,19 @@ class Engine:
     def compute(self, *collections: Any, show_progress: bool = False) -> tuple[Any, ...]:
         """Compute Dask collections on this engine, results in argument order.
 
-        Every task has ended when it returns, also after a failure, so a
-        caller that cleans up (an artifact producer deleting its group) never
-        races a task still writing. The threaded scheduler runs on a pool
-        owned here and shut down; on a cluster every future is awaited.
-
-        Tasks use one BLAS thread, as Dask's worker processes do, so a matrix
-        product sums in the same order, and gives the same bits, on the
-        threaded scheduler and on a cluster.
+        :func:`cytepool.compute.compute` on this engine's client, or on the
+        threaded scheduler with one thread per budgeted worker: every task
+        has ended when it returns, also after a failure, and tasks use one
+        BLAS thread.
         """
-        collections = _in_order(collections)
-        if self.client is None:
-            pool = ThreadPoolExecutor(self.budget.workers if self.budget else CPU_COUNT)
-            try:
-                with (
-                    ProgressBar() if show_progress else contextlib.nullcontext(),
-                    threadpool_limits(limits=1, user_api="blas"),
-                ):
-                    return tuple(dask_compute(*collections, scheduler="threads", pool=pool))
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-        with self.client.as_current():
-            futures = self.client.compute(list(collections))
-            if show_progress:
-                progress(futures)
-            wait(futures)
-            return tuple(self.client.gather(futures))
-
-
-def _identity(value: Any) -> Any:  # noqa: ANN401
-    return value
-
-
-def _in_order(collections: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Collections whose results Dask returns in argument order.
-
-    ``dask.compute`` (2026.8) groups results of mixed collection types by type
-    (arrays before delayed objects), so mixed arguments are all wrapped as
-    delayed values.
-    """
-    if len({type(c) for c in collections}) <= 1:
-        return collections
-    return tuple(c if isinstance(c, Delayed) else delayed(_identity)(c) for c in collections)
+        if self.client is not None:
+            return compute(*collections, client=self.client, progress=show_progress)
+        with self.activate():
+            return compute(
+                *collections,
+                n_threads=self.budget.workers if self.budget else None,
+                progress=show_progress,
+            )
 
 
 def get_engine(

@@ -25,7 +25,7 @@ from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops.arguments import parse_cell_column, parse_choice, parse_float
@@ -148,8 +148,8 @@ def pooled_layers(
         ints.append(da.from_delayed(part[0], shape=(1, 2, n_codes, n_features), dtype=np.int64))
         floats.append(da.from_delayed(part[1], shape=(1, 3, n_codes, n_features), dtype=np.float64))
     if not ints:
-        msg = "compute_bulk: no cell to pool"
-        raise CyteArcError(msg)
+        msg = f"{source.where}: compute_bulk: expected cells with a sample and a group to pool, found none; check sample_key, group_key and cell_selection"
+        raise OperationArgumentError(msg)
     integers: da.Array = da.concatenate(ints).sum(axis=0, split_every=4)
     values: da.Array = da.concatenate(floats).sum(axis=0, split_every=4)
     return integers, values

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.errors import OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
@@ -159,8 +159,8 @@ def hvgs(
             ranked = np.flatnonzero(eligible)[np.argsort(-score[eligible], kind="stable")]
             chosen = np.sort(ranked[:n_top])
         if chosen.size == 0:
-            msg = f"{source.ref}: no feature has a finite dispersion with mean in [{min_mean}, {max_mean}]"
-            raise CyteArcError(msg)
+            msg = f"{source.ref}: hvgs: expected features with a finite dispersion and a mean in [{min_mean}, {max_mean}], found none; widen min_mean and max_mean"
+            raise OperationArgumentError(msg)
         selected = np.zeros(len(stats), dtype=bool)
         selected[chosen] = True
         for column in ("mean", "variance"):

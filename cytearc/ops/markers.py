@@ -23,7 +23,8 @@ from scipy.special import ndtr
 from scipy.stats import rankdata
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.assays.types import RNA_TYPES
+from cytearc.errors import AssayTypeError, OperationArgumentError
 from cytearc.ops.arguments import parse_cell_column, parse_float
 from cytearc.ops.publication import reuse_or_publish, values_digest
 from cytearc.ops.selection import (
@@ -144,6 +145,9 @@ def search(
     """
     operation = "markers.search"
     source = ds.assays[assay]
+    if source.assayType not in RNA_TYPES:
+        msg = f"{ds.where}: {operation}: reads countsT, which only RNA-type assays store; assay {assay!r} is {source.assayType} - pass an RNA-type assay"
+        raise AssayTypeError(msg)
     parse_cell_column(ds, group_key, name="group_key", operation=operation)
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     labels, valid = group_labels(ds, group_key)
@@ -199,11 +203,15 @@ def table(
     groups = [str(g) for g in artifact.read("groups")]
     wanted = groups if group is None else [str(group)]
     if not set(wanted) <= set(groups):
-        msg = f"{artifact.ref}: no group {group!r}; groups are {groups}"
-        raise CyteArcError(msg)
+        msg = f"{artifact.ref}: markers.table: no group {group!r}; the groups are {groups} - pass one of them"
+        raise OperationArgumentError(msg)
+    columns = (*STATISTICS, "padj")
+    if sort_by not in columns:
+        msg = f"{artifact.ref}: markers.table: sort_by: expected one of {list(columns)}, found {sort_by!r}"
+        raise OperationArgumentError(msg)
     ids = assay.features.fetch_all("ids")
     names = assay.features.fetch_all("names")
-    stats: dict[str, Any] = {s: artifact.array(s) for s in (*STATISTICS, "padj")}
+    stats: dict[str, Any] = {s: artifact.array(s) for s in columns}
     frames = []
     for label in wanted:
         i = groups.index(label)

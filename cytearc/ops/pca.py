@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
-from cytearc.errors import CyteArcError, OperationArgumentError
+from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int
 from cytearc.ops.normalize import block_moments
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
@@ -61,8 +61,8 @@ def feature_scaling(
 
 
 def _no_compute(*_: Any) -> tuple[Any, ...]:
-    msg = "this normalized artifact has no feature_m2; pass compute= to stream it from data"
-    raise CyteArcError(msg)
+    msg = "normalized artifact: expected arrays feature_sum and feature_m2, found them missing; pass compute= to stream them from data"
+    raise ArtifactError(msg)
 
 
 def scaled_block(

@@ -22,7 +22,7 @@ import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import CyteArcError, OperationArgumentError, ReadOnlyStoreError
+from cytearc.errors import OperationArgumentError, ReadOnlyStoreError
 from cytearc.metadata.membership import check_measured, membership_column
 from cytearc.ops.arguments import parse_cell_column, parse_float, parse_patterns
 from cytearc.ops.publication import reuse_or_publish, values_digest, write_cell_column
@@ -157,8 +157,8 @@ def _publish_selection(
     bounds: dict[str, Any],
 ) -> Artifact:
     if not keep.any():
-        msg = f"{ds.where}: {operation} keeps no cell with bounds {bounds}"
-        raise CyteArcError(msg)
+        msg = f"{ds.where}: {operation}: the bounds {bounds} keep no cell; expected at least one - loosen the bounds"
+        raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
         write_selection_mask(writer, keep, ds)

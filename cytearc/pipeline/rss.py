@@ -1,7 +1,8 @@
 """Sampled resident memory (RSS) of the process tree that runs a stage.
 
-:class:`RssSampler` samples, while it is active, the RSS of this process and
-all its descendants (the client) and of the Dask workers of a client. Local
+:class:`RssSampler` samples, while it is active, the RSS of this process (or
+another given one) and all its descendants (the client) and of the Dask
+workers of a client. Local
 workers (on this host) are read directly with psutil, remote ones through
 ``client.run`` at most once a second. A worker that is a descendant of this
 process, as the workers of a ``LocalCluster`` are, counts as a worker and not
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import psutil
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import CyteArcError, OperationArgumentError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -71,6 +72,7 @@ def _worker_identity() -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class _Sample:
+    time: float
     client: int
     workers: int
 
@@ -88,9 +90,12 @@ class RssSampler:
     Parameters
     ----------
     client
-        The Dask client whose workers to include, or None for this process tree only.
+        The Dask client whose workers to include, or None for the process tree only.
     interval
         Seconds between samples.
+    pid
+        The process at the root of the sampled tree (a subprocess that runs
+        a stage); this process by default.
 
     Examples
     --------
@@ -101,13 +106,15 @@ class RssSampler:
     True
     """
 
-    def __init__(self, client: Client | None, *, interval: float = 0.25) -> None:
+    def __init__(
+        self, client: Client | None, *, interval: float = 0.25, pid: int | None = None
+    ) -> None:
         if not (math.isfinite(interval) and interval > 0):
-            msg = f"RssSampler: interval must be a positive number of seconds, found {interval!r}"
-            raise CyteArcError(msg)
+            msg = f"RssSampler: interval: expected a positive number of seconds, found {interval!r}"
+            raise OperationArgumentError(msg)
         self.client = client
         self.interval = float(interval)
-        self._process = psutil.Process()
+        self._process = psutil.Process(pid)
         self._host = socket.gethostname()
         self._local_workers: dict[str, psutil.Process] = {}
         self._remote_rss: dict[str, int] = {}
@@ -183,28 +190,48 @@ class RssSampler:
             local = list(self._local_workers.values())
             remote = sum(self._remote_rss.values())
         exclude = frozenset(process.pid for process in local)
+        now = time.perf_counter()
         client = _tree_rss(self._process, exclude=exclude)
         workers = remote + sum(_tree_rss(process) for process in local)
         with self._lock:
-            self._samples.append(_Sample(client=client, workers=workers))
+            self._samples.append(_Sample(time=now, client=client, workers=workers))
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self, *, start: float | None = None, stop: float | None = None) -> dict[str, Any]:
         """The samples so far as JSON: interval, count, and peak and mean bytes.
 
-        ``peakBytes`` and ``meanBytes`` each hold ``total``, ``client`` (this
-        process and its descendants that are not workers) and ``workers``;
-        each peak is the largest value of its own series.
+        ``peakBytes`` and ``meanBytes`` each hold ``total``, ``client`` (the
+        sampled process and its descendants that are not workers) and
+        ``workers``; each peak is the largest value of its own series.
+
+        Parameters
+        ----------
+        start, stop
+            Only the samples taken from ``start`` to ``stop``
+            (:func:`time.perf_counter` seconds, a clock that every process of
+            a Linux machine shares), such as one step of a longer run; by
+            default all.
 
         Raises
         ------
         CyteArcError
             The sampler was never entered.
+        OperationArgumentError
+            It took no sample from ``start`` to ``stop``.
         """
         with self._lock:
             samples = list(self._samples)
         if not samples:
             msg = "RssSampler: no samples; use the sampler as a context manager around a stage"
             raise CyteArcError(msg)
+        low = -math.inf if start is None else start
+        high = math.inf if stop is None else stop
+        samples = [sample for sample in samples if low <= sample.time <= high]
+        if not samples:
+            msg = (
+                f"RssSampler: no samples from {start} to {stop} (perf_counter seconds); a window "
+                f"needs to be longer than the interval ({self.interval} s) and inside the sampling"
+            )
+            raise OperationArgumentError(msg)
         series = {
             "total": [sample.total for sample in samples],
             "client": [sample.client for sample in samples],

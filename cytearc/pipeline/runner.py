@@ -20,6 +20,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
+from cytearc.errors import MissingArtifactError, RunNotFoundError
 from cytearc.metadata.membership import check_measured
 from cytearc.ops.publication import values_digest
 from cytearc.ops.qc import metric_assay
@@ -80,8 +81,20 @@ class PipelineRun:
         return {k: ArtifactRef.parse(str(v)) for k, v in (self.record.outputs or {}).items()}
 
     def artifact(self, name: str) -> Artifact:
-        """One output artifact, e.g. ``"clustering"`` or ``"markers"``."""
-        return open_artifact(self.ds.root, self.outputs[name])
+        """One output artifact, e.g. ``"clustering"`` or ``"markers"``.
+
+        Raises
+        ------
+        MissingArtifactError
+            The run has no output ``name`` (a :class:`KeyError`), or its
+            artifact was removed.
+        """
+        outputs = self.outputs
+        if name not in outputs:
+            ended = "" if self.record.complete else f" (the run is {self.record.status}: only a completed run has outputs)"
+            msg = f"{self.ds.where}: run {self.run_id}: no output {name!r}; its outputs are {sorted(outputs)}{ended} - pass one of them"
+            raise MissingArtifactError(msg)
+        return open_artifact(self.ds.root, outputs[name])
 
     @property
     def cells(self) -> FrozenTable:
@@ -303,11 +316,17 @@ class Pipeline:
         return PipelineRun(self._ds, record, tuple(ledger.run_stages(root, run_id, where=where)))
 
     def by_label(self, label: str) -> PipelineRun:
-        """The completed run that owns ``label``."""
+        """The completed run that owns ``label``.
+
+        Raises
+        ------
+        RunNotFoundError
+            No run claimed ``label`` (a :class:`KeyError`).
+        """
         owner = ledger.label_owner(self._ds.root, label, where=self._ds.where)
         if owner is None:
-            msg = f"{self._ds.where}: no run claimed the label {label!r}"
-            raise KeyError(msg)
+            msg = f"{self._ds.where}: no run claimed the label {label!r}; ds.pipeline.runs() lists the runs with their labels"
+            raise RunNotFoundError(msg)
         return self.open(owner)
 
     def abandon_label_claim(self, *, label: str, run_id: str, reason: str) -> RunRecord:

@@ -16,7 +16,7 @@ from typing import Final
 
 import numpy as np
 
-from cytearc.errors import CountCastError, CyteArcError, NonFiniteCountsError
+from cytearc.errors import CountCastError, NonFiniteCountsError
 
 __all__ = [
     "ValueRange",
@@ -68,8 +68,8 @@ def scan_values(values: np.ndarray, *, where: str = "counts") -> ValueRange:
     """
     source = np.dtype(np.float32) if values.dtype == np.float16 else values.dtype
     if source.kind not in "biuf":
-        msg = f"{where}: counts must be numbers, found dtype {values.dtype}"
-        raise CyteArcError(msg)
+        msg = f"{where}: expected counts of a number dtype, found dtype {values.dtype}; convert the matrix to integers or floats before importing"
+        raise CountCastError(msg)
     if values.size == 0:
         return ValueRange(source=source)
     if source.kind == "f":

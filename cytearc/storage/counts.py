@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import scipy.sparse as sp
-from dask.base import compute as dask_compute
 from dask.delayed import delayed
 from distributed import wait
 from zarr.codecs import BytesCodec
@@ -30,6 +29,7 @@ from cytearc.errors import ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
+from cytepool.compute import compute
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -304,6 +304,5 @@ def write_count_arrays(
 
 
 def _compute(engine: Engine | None, *tasks: Any) -> Sequence[Any]:
-    if engine is not None:
-        return engine.compute(*tasks)
-    return tuple(dask_compute(*tasks))
+    """Compute on the engine, or where Dask's current scheduler is."""
+    return engine.compute(*tasks) if engine is not None else compute(*tasks)

@@ -18,7 +18,7 @@ from typing import Final
 
 import zarr
 
-from cytearc.errors import CyteArcError, DestinationExistsError
+from cytearc.errors import DestinationExistsError
 
 __all__ = ["check_destination", "create_destination"]
 
@@ -68,20 +68,20 @@ def check_destination(destination: str | Path, *, overwrite: bool) -> Path:
 
     Raises
     ------
-    ValueError
-        The destination lies inside another Zarr hierarchy.
-    FileExistsError
-        It holds keys and ``overwrite`` is False, or it is not a replaceable store.
+    DestinationExistsError
+        The destination lies inside another Zarr hierarchy or is an assay
+        group of another store; or it holds keys and ``overwrite`` is False,
+        or it is not a replaceable store.
     """
     path = Path(destination).absolute()
     for parent in path.parents:
         if any((parent / name).exists() for name in _ZARR_METADATA):
-            msg = f"{path}: lies inside the Zarr hierarchy at {parent}; choose a destination outside it"
-            raise CyteArcError(msg)
+            msg = f"{path}: expected a destination outside any Zarr hierarchy, found one at {parent}; choose a destination outside it"
+            raise DestinationExistsError(msg)
     attrs = _root_attributes(path)
     if attrs is not None and attrs.get("is_assay"):
-        msg = f"{path}: is an assay group of another store; choose the store's own directory or a new one"
-        raise CyteArcError(msg)
+        msg = f"{path}: expected a new directory or a CyteArc store, found an assay group of another store; choose the store's own directory or a new one"
+        raise DestinationExistsError(msg)
     if path.exists() and (not path.is_dir() or any(path.iterdir())):
         if not overwrite:
             msg = f"{path}: already exists and holds data; pass overwrite=True to replace a CyteArc store"

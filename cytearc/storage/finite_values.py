@@ -1,13 +1,21 @@
-"""Finite-value checks of artifact arrays, made as the arrays are written."""
+"""Finite-value checks of artifact arrays, made as the arrays are written.
+
+The checks are :mod:`cytepool.block_checks`'s, shared with cube layers; a
+non-finite value raises :class:`~cytearc.errors.NonFiniteArtifactError`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-import dask.array as da
-import numpy as np
+import functools
+from typing import TYPE_CHECKING
 
 from cytearc.errors import NonFiniteArtifactError
+from cytepool.block_checks import checked_blocks as _checked_blocks
+from cytepool.block_checks import first_nonfinite
+
+if TYPE_CHECKING:
+    import dask.array as da
+    import numpy as np
 
 __all__ = ["check_finite", "checked_blocks"]
 
@@ -17,35 +25,28 @@ def check_finite(values: np.ndarray, *, operation: str, array: str, first_row: i
 
     Examples
     --------
+    >>> import numpy as np
     >>> check_finite(np.array([[1.0, np.inf]]), operation="pca", array="coords", first_row=7)
     Traceback (most recent call last):
     ...
     cytearc.errors.NonFiniteArtifactError: pca: array 'coords' holds inf at row 7; ...
     """
-    if values.dtype.kind not in "fc":
-        return
-    bad = ~np.isfinite(values)
-    if bad.any():
-        index = np.unravel_index(int(np.argmax(bad)), values.shape)
+    index = first_nonfinite(values)
+    if index is not None:
         raise NonFiniteArtifactError(
             operation=operation,
             array=array,
-            row=first_row + int(index[0]),
+            row=first_row + index[0],
             value=float(values[index]),
         )
 
 
 def _check_block(
-    block: np.ndarray, *, operation: str, array: str, block_info: dict[Any, Any] | None = None
-) -> np.ndarray:
-    first = 0 if block_info is None else int(block_info[0]["array-location"][0][0])
-    check_finite(block, operation=operation, array=array, first_row=first)
-    return block
+    block: np.ndarray, *, offset: tuple[int, ...], operation: str, array: str
+) -> None:
+    check_finite(block, operation=operation, array=array, first_row=offset[0])
 
 
 def checked_blocks(x: da.Array, *, operation: str, array: str) -> da.Array:
     """``x`` with every block checked for finite values as it is computed."""
-    checked: da.Array = da.map_blocks(
-        _check_block, x, operation=operation, array=array, dtype=x.dtype
-    )
-    return checked
+    return _checked_blocks(x, functools.partial(_check_block, operation=operation, array=array))

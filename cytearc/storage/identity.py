@@ -24,7 +24,7 @@ import hashlib
 from typing import TYPE_CHECKING, Final
 
 from cytearc.storage.layout import IDENTITY_ROWS
-from cytepool.cube.encoding import canonical_layer, layer_type_word
+from cytepool.cube.encoding import canonical_layer, format_digest, layer_type_word
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -65,4 +65,4 @@ def counts_fingerprint(*, shape: tuple[int, int], dtype: np.dtype, digests: Iter
     h = hashlib.sha256(header.encode())
     for digest in digests:
         h.update(digest)
-    return "sha256:" + h.hexdigest()
+    return format_digest(h)

@@ -19,7 +19,13 @@ from zarr.storage import FsspecStore, LocalStore
 from cytearc.assays.assay import Assay
 from cytearc.assays.types import check_assay_types, resolve_assay_type
 from cytearc.engine.cluster import Engine, get_engine
-from cytearc.errors import AssayNotFoundError, AssayTypeError, CyteArcError, StoreFormatError
+from cytearc.errors import (
+    AssayNotFoundError,
+    AssayTypeError,
+    OperationArgumentError,
+    StoreFormatError,
+    StoreNotFoundError,
+)
 from cytearc.metadata.table import MetaData
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_group
 
@@ -130,8 +136,8 @@ def open_root(
 
     Raises
     ------
-    FileNotFoundError
-        A local path holds no ``zarr.json``.
+    StoreNotFoundError
+        A local path holds no ``zarr.json`` (a :class:`FileNotFoundError`).
     StoreFormatError
         The root is an array.
     """
@@ -140,7 +146,7 @@ def open_root(
         path = Path(location)
         if not (path / "zarr.json").is_file():
             msg = f"{path}: no CyteArc store here (no zarr.json); check the path or import a dataset first"
-            raise FileNotFoundError(msg)
+            raise StoreNotFoundError(msg)
         store: Any = LocalStore(path, read_only=read_only)
         where = str(path)
     else:
@@ -177,10 +183,10 @@ class Store:
 
     Raises
     ------
-    CyteArcError
+    OperationArgumentError
         ``zarr_mode`` is neither ``"r"`` nor ``"r+"``.
-    FileNotFoundError
-        There is no store at a local ``location``.
+    StoreNotFoundError
+        There is no store at a local ``location`` (a :class:`FileNotFoundError`).
     StoreFormatError
         The store is of another format, was not completely imported, or its
         arrays disagree with its metadata.
@@ -201,8 +207,8 @@ class Store:
         show_progress: bool = True,
     ) -> None:
         if zarr_mode not in _MODES:
-            msg = f"zarr_mode: expected 'r' or 'r+', found {zarr_mode!r}"
-            raise CyteArcError(msg)
+            msg = f"zarr_mode: expected 'r' (read) or 'r+' (read and write), found {zarr_mode!r}; pass one of them"
+            raise OperationArgumentError(msg)
         self.writable = zarr_mode == "r+"
         self.show_progress = show_progress
         self.cache: dict[str, Any] = {}
@@ -217,6 +223,9 @@ class Store:
             raise StoreFormatError(msg)
         if attrs.get("cytearc:complete") is not True:
             msg = f"{self.where}: the import that created this store did not finish; import it again (overwrite=True)"
+            raise StoreFormatError(msg)
+        if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
+            msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
         names = [n for n, g in self.root.groups() if g.attrs.get("is_assay") is True]
         for name in names:

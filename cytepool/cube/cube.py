@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import dask.array as da
 import numpy as np
 
-from cytepool.cube import graph
+from cytepool._versions import package_version
+from cytepool.compute import compute
 from cytepool.cube.encoding import canonical_json, layer_type_word
 from cytepool.cube.fingerprints import (
     Digests,
@@ -21,6 +22,12 @@ from cytepool.cube.fingerprints import (
     normalization_digest,
 )
 from cytepool.cube.tables import TABLE_AXES, EncodedColumn, encode_table, table_digest
+from cytepool.cube.tasks import (
+    as_layer_array,
+    check_layer_block,
+    layer_digest_tasks,
+    validated,
+)
 from cytepool.errors import (
     CubeShapeError,
     CubeValueError,
@@ -46,16 +53,6 @@ FORMAT_VERSION: Final = 1
 LAYER_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 LayerArray: TypeAlias = np.ndarray | da.Array
-
-
-def package_version() -> str:
-    """The installed version of CytePool."""
-    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
-
-    try:
-        return version("cytearc")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "0+unknown"
 
 
 class Cube:
@@ -140,7 +137,7 @@ class Cube:
             "cytepool": {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
-                "version": package_version(),
+                "version": package_version("cytepool"),
             },
             "source": copy.deepcopy(parsed_source),
         }
@@ -263,11 +260,11 @@ class Cube:
 
     def _compute_digests(self, *, progress: bool = False) -> Digests:
         sources = self._digest_sources or {
-            n: graph.as_layer_array(x) for n, x in self._layers.items()
+            n: as_layer_array(x) for n, x in self._layers.items()
         }
         names = sorted(sources)
-        tasks = [graph.layer_digest_tasks(sources[n]) for n in names]
-        results = graph.compute(*tasks, progress=progress)
+        tasks = [layer_digest_tasks(sources[n]) for n in names]
+        results = compute(*tasks, progress=progress)
         layers = {
             n: LayerDigests(type=layer_type_word(self._layers[n].dtype), groups=tuple(r))
             for n, r in zip(names, results, strict=True)
@@ -416,9 +413,9 @@ def _parse_layers(layers: object, *, shape: tuple[int, int, int]) -> dict[str, L
             raise CubeValueError(msg)
         nonnegative = name in NONNEGATIVE_LAYERS
         if isinstance(layer, da.Array):
-            parsed[name] = graph.validated(layer, name=name, nonnegative=nonnegative)
+            parsed[name] = validated(layer, name=name, nonnegative=nonnegative)
             continue
-        graph.check_layer_block(layer, name=name, nonnegative=nonnegative)
+        check_layer_block(layer, name=name, nonnegative=nonnegative)
         view = layer.view()
         view.flags.writeable = False
         parsed[name] = view

@@ -7,7 +7,7 @@ the other demands. ``docs/cube-format.md`` describes it for other programs.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
@@ -15,8 +15,8 @@ from zarr.codecs.bytes import Endian
 from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
-from cytepool.cube.graph import LAYER_CHUNK_FEATURES
-from cytepool.errors import CubeMetadataError, CubeValueError
+from cytepool.cube.tasks import LAYER_CHUNK_FEATURES
+from cytepool.errors import CubeMetadataError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -28,10 +28,8 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "ROOT_ATTRIBUTES",
-    "Compression",
     "check_array",
     "column_array_names",
-    "compressor",
 ]
 
 FORMAT: Final = "cytepool.cube"
@@ -54,25 +52,7 @@ ROOT_ATTRIBUTES: Final = (
 )
 """The attributes of the root group that CytePool writes and reads; others are ignored."""
 
-Compression = Literal["gzip", "zstd"] | None
-
-GZIP_LEVEL: Final = 1
-ZSTD_LEVEL: Final = 3
-
 _SAFE_NAME: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
-
-
-def compressor(compression: str | None) -> GzipCodec | ZstdCodec | None:
-    """The Zarr codec after ``bytes`` for a compression name."""
-    match compression:
-        case "gzip":
-            return GzipCodec(level=GZIP_LEVEL)
-        case "zstd":
-            return ZstdCodec(level=ZSTD_LEVEL, checksum=True)
-        case None:
-            return None
-    msg = f"compression: expected 'gzip', 'zstd' or None, found {compression!r}"
-    raise CubeValueError(msg)
 
 
 def column_array_names(names: Sequence[str]) -> list[str]:

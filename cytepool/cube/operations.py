@@ -14,7 +14,7 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 
-from cytepool.cube import graph
+from cytepool.cube.tasks import as_layer_array
 from cytepool.errors import ChainVerificationError, CubeValueError
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def _select_positions(cube: Cube, chosen: Mapping[str, list[int] | None]) -> Cub
     )
     layers: dict[str, LayerArray] = {}
     for name, layer in cube.layers.items():
-        x = graph.as_layer_array(layer)
+        x = as_layer_array(layer)
         for dim, sel in enumerate(index):
             if not isinstance(sel, slice):
                 x = x[(slice(None),) * dim + (sel,)]
@@ -157,7 +157,7 @@ def combine(cube: Cube, *, axis: str, mapping: object) -> Cube:
 
     dim = _LAYER_AXIS[axis]
     layers = {
-        name: _sum_members(graph.as_layer_array(layer), members, dim=dim)
+        name: _sum_members(as_layer_array(layer), members, dim=dim)
         for name, layer in cube.layers.items()
     }
     n_cells = cube.n_cells

@@ -11,7 +11,8 @@ import zarr
 from zarr.codecs import BytesCodec
 from zarr.storage import LocalStore
 
-from cytepool.cube import graph
+from cytepool.codecs import Compression, compressor
+from cytepool.compute import compute
 from cytepool.cube.atomic import fsync_tree, publish, staging
 from cytepool.cube.encoding import hash_rows, layer_type_word
 from cytepool.cube.fingerprints import FINGERPRINT_VERSION, Digests, LayerDigests, fingerprint
@@ -19,12 +20,16 @@ from cytepool.cube.layout import (
     DIMENSIONS,
     FORMAT,
     FORMAT_VERSION,
-    Compression,
     column_array_names,
-    compressor,
 )
 from cytepool.cube.tables import TABLE_AXES
-from cytepool.errors import CubeExistsError, CubeNotFoundError, FingerprintMismatchError
+from cytepool.cube.tasks import as_layer_array, group_tasks, layer_chunks
+from cytepool.errors import (
+    CubeExistsError,
+    CubeNotFoundError,
+    CubeValueError,
+    FingerprintMismatchError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -107,7 +112,7 @@ def write_cube(
     True
     """
     target = Path(path)
-    codec = compressor(compression)
+    codec = compressor(compression, error=CubeValueError)
     if not target.parent.is_dir():
         msg = f"{target}: parent directory {target.parent} does not exist; create it first"
         raise CubeNotFoundError(msg)
@@ -222,11 +227,11 @@ def _write_layers(
     root: zarr.Group, cube: Cube, codec: GzipCodec | ZstdCodec | None, *, progress: bool
 ) -> dict[str, LayerDigests]:
     group = root.create_group("layers")
-    chunks = graph.layer_chunks(cube.shape)
+    chunks = layer_chunks(cube.shape)
     names = sorted(cube.layers)
     tasks = []
     for name in names:
-        x = graph.as_layer_array(cube.layers[name])
+        x = as_layer_array(cube.layers[name])
         array = group.create_array(
             name=name,
             shape=cube.shape,
@@ -238,8 +243,8 @@ def _write_layers(
             dimension_names=("group", "sample", "feature"),
             config=_ARRAY_CONFIG,
         )
-        tasks.append(graph.group_tasks(x, _write_group, array, pure=False))
-    results = graph.compute(*tasks, progress=progress)
+        tasks.append(group_tasks(x, _write_group, array, pure=False))
+    results = compute(*tasks, progress=progress)
     return {
         name: LayerDigests(type=layer_type_word(cube.layers[name].dtype), groups=tuple(r))
         for name, r in zip(names, results, strict=True)

@@ -35,7 +35,7 @@ import pandas as pd
 from cytepool._versions import package_version
 from cytepool.de.result import CubeSource, EBayesPrior, LimmaResult, LimmaResults
 from cytepool.de.toptable import TOP_TABLE_COLUMNS
-from cytepool.errors import LimmaError, ResultFormatError
+from cytepool.errors import LimmaError, ResultExistsError, ResultFormatError
 
 if TYPE_CHECKING:
     from os import PathLike
@@ -345,8 +345,9 @@ def write_results(
     ------
     LimmaError
         When ``file_format`` is neither ``"parquet"`` nor ``"csv"``.
-    FileExistsError
-        When ``directory`` holds results and ``overwrite`` is False.
+    ResultExistsError
+        When ``directory`` holds results and ``overwrite`` is False (a
+        :class:`FileExistsError`).
     ImportError
         For Parquet when pyarrow is not installed.
     ResultFormatError
@@ -358,8 +359,8 @@ def write_results(
     root = Path(directory)
     manifest = root / "results.json"
     if manifest.exists() and not overwrite:
-        msg = f"{root} already holds limma results; pass overwrite=True to replace them"
-        raise FileExistsError(msg)
+        msg = f"{root}: expected a directory without limma results, found {manifest.name}; pass overwrite=True to replace them or choose another directory"
+        raise ResultExistsError(msg)
     if file_format == "parquet":
         _pyarrow()
     root.mkdir(parents=True, exist_ok=True)

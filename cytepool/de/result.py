@@ -465,8 +465,9 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
 
         Raises
         ------
-        FileExistsError
-            When ``directory`` holds results and ``overwrite`` is False.
+        ResultExistsError
+            When ``directory`` holds results and ``overwrite`` is False (a
+            :class:`FileExistsError`).
         LimmaError
             For another ``file_format``.
         ResultFormatError

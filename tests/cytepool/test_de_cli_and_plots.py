@@ -12,7 +12,7 @@ from cytepool import limma_voom, write_cube
 from cytepool.cli import main
 from cytepool.cube.demo import demo_cube
 from cytepool.de import LimmaResult, LimmaResults
-from cytepool.errors import CubeError
+from cytepool.errors import ResultFormatError
 from cytepool.plots import ma_plot, volcano, voom_trend
 
 if TYPE_CHECKING:
@@ -86,5 +86,5 @@ def test_plots_draw_the_result(result: LimmaResult) -> None:
 def test_voom_trend_needs_the_fit(result: LimmaResult, tmp_path: Path) -> None:
     """A result read back from a file keeps no trend; the plot says so."""
     result.to_csv(tmp_path / "b.csv")
-    with pytest.raises(CubeError, match="no voom trend"):
+    with pytest.raises(ResultFormatError, match=r"found none \(results read from a file"):
         voom_trend(LimmaResult.read(tmp_path / "b.csv"))

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import dask.array as da
 import pytest
-from distributed import Client, LocalCluster
+from dask.delayed import delayed
+from distributed import Client, LocalCluster, get_task_stream
 
 from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
@@ -65,3 +66,38 @@ def test_bad_cluster_argument(clean_engine: None) -> None:
     """Anything but an address or a Client is refused."""
     with pytest.raises(EngineConfigError, match="scheduler address"):
         get_engine(cluster=42)
+
+
+@pytest.fixture
+def tcp_client() -> Iterator[Client]:
+    """A client of one in-process worker behind a scheduler on 127.0.0.1, not the default one."""
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def test_compute_runs_on_the_engine_client(clean_engine: None, tcp_client: Client) -> None:
+    """An engine on a client computes there, mixed collections in argument order."""
+    engine = get_engine(cluster=tcp_client)
+    with get_task_stream(client=tcp_client) as stream:
+        results = engine.compute(delayed(len)("abc"), da.arange(10, chunks=5).sum())
+    assert results == (3, 45)
+    assert stream.data
+
+
+def test_threads_engine_stays_in_this_process(clean_engine: None, tcp_client: Client) -> None:
+    """cluster="threads" computes on this process's threads, also while a client is current."""
+    engine = get_engine(cluster="threads", workers=2)
+    with tcp_client.as_current(), get_task_stream(client=tcp_client) as stream:
+        results = engine.compute(da.arange(10, chunks=5).sum(), delayed(len)("ab"))
+    assert results == (45, 2)
+    assert stream.data == []

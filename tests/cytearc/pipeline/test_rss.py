@@ -135,3 +135,39 @@ def test_worker_allocation_raises_the_worker_peak(client: distributed.Client) ->
         assert client.submit(hold, pure=False).result() == 128 * MIB
     grown = sampler.metrics()["peakBytes"]["workers"] - baseline.metrics()["peakBytes"]["workers"]
     assert grown > 100 * MIB
+
+
+def test_window_metrics_split_the_samples() -> None:
+    """Metrics of a time window hold its samples only; an empty window is refused."""
+    with RssSampler(None, interval=0.02) as sampler:
+        time.sleep(0.1)
+        middle = time.perf_counter()
+        time.sleep(0.1)
+    whole = sampler.metrics()
+    before, after = sampler.metrics(stop=middle), sampler.metrics(start=middle)
+    assert before["samples"] >= 2
+    assert after["samples"] >= 2
+    assert before["samples"] + after["samples"] == whole["samples"]
+    peaks = (before["peakBytes"]["total"], after["peakBytes"]["total"])
+    assert max(peaks) == whole["peakBytes"]["total"]
+    with pytest.raises(CyteArcError, match="no samples from"):
+        sampler.metrics(start=middle + 3600)
+
+
+def test_another_process_tree_is_sampled() -> None:
+    """With pid, the sampled tree is that process's: a child holding 256 MiB, not this process."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", _ALLOCATE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        with RssSampler(None, interval=0.02, pid=child.pid) as sampler:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            held = psutil.Process(child.pid).memory_info().rss
+            time.sleep(0.1)
+    finally:
+        child.communicate(timeout=30)
+    peak = sampler.metrics()["peakBytes"]
+    assert held > 256 * MIB
+    assert 0.95 * held <= peak["client"] < held + 32 * MIB
+    assert peak["workers"] == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cytepool import Cube, describe_provenance, read_cube, verify_chain, write_cube
-from cytepool.cube.cube import package_version
+from cytepool._versions import package_version
 from cytepool.errors import ChainVerificationError, CubeValueError
 from cytepool.testing import example_cube
 
@@ -21,7 +21,11 @@ def test_new_cube_has_three_keys(cube: Cube) -> None:
     """A fresh cube records the format, package version and the source verbatim, no operations."""
     prov = cube.provenance
     assert prov == {
-        "cytepool": {"format": "cytepool.cube", "format_version": 1, "version": package_version()},
+        "cytepool": {
+            "format": "cytepool.cube",
+            "format_version": 1,
+            "version": package_version("cytepool"),
+        },
         "source": {"tool": "tests", "seed": 0},
         "operations": [],
     }

@@ -1,0 +1,147 @@
+"""The one way CytePool and CyteArc compute Dask collections.
+
+:func:`compute` runs collections where Dask's current scheduler is: the
+cluster of a given or active :class:`distributed.Client`, else the threaded
+scheduler on a pool of threads owned by the call (or another local scheduler
+set in ``dask.config``). Every task has ended when it returns, also after a
+failure, so a caller that cleans up (a writer removing its staging directory,
+an artifact producer deleting its group) never races a task still writing.
+
+Tasks run with one BLAS thread, as Dask's worker processes do, so a matrix
+product sums in the same order, and gives the same bits, on the threaded
+scheduler and on a cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import dask
+from dask.base import compute as dask_compute
+from dask.delayed import Delayed, delayed
+from dask.diagnostics.progress import ProgressBar
+from dask.system import CPU_COUNT
+from distributed import default_client, wait
+from distributed import progress as cluster_progress
+from threadpoolctl import threadpool_limits
+
+from cytepool.errors import CytePoolError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from distributed import Client
+
+__all__ = ["compute", "current_client"]
+
+_THREADED: Final = (None, "threads", "threading")
+_DISTRIBUTED: Final = (None, "dask.distributed", "distributed")
+
+
+def current_client() -> Client | None:
+    """The distributed client that is Dask's current scheduler, if any.
+
+    That is the client of an active ``client.as_current()`` block, else the
+    default client, unless ``dask.config`` names another scheduler.
+    """
+    if dask.config.get("scheduler", None) not in _DISTRIBUTED:
+        return None
+    try:
+        return cast("Client", default_client())
+    except ValueError:
+        return None
+
+
+def compute(
+    *collections: Any,
+    client: Client | None = None,
+    n_threads: int | None = None,
+    progress: bool = False,
+) -> tuple[Any, ...]:
+    """Compute Dask collections and return their results in argument order.
+
+    Parameters
+    ----------
+    *collections
+        Dask collections (arrays, delayed values, lists of them, ...); other
+        values are returned as they are.
+    client
+        The client to compute on; by default the current one
+        (:func:`current_client`), else the threaded scheduler.
+    n_threads
+        Threads of the pool of the threaded scheduler; by default Dask's
+        ``num_workers`` setting, else the number of CPUs.
+    progress
+        Show a progress bar: distributed's on a cluster, Dask's on standard
+        error otherwise.
+
+    Returns
+    -------
+    tuple
+        One result per collection, in the order given (also for collections
+        of mixed types, which ``dask.compute`` groups by type).
+
+    Raises
+    ------
+    CytePoolError
+        ``n_threads`` is not a positive integer.
+
+    Examples
+    --------
+    >>> import dask.array as da
+    >>> from dask import delayed
+    >>> compute(delayed(sum)([1, 2]), da.ones(3, chunks=2).sum())
+    (3, np.float64(3.0))
+    """
+    if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
+        msg = f"compute: n_threads must be a positive integer, found {n_threads!r}"
+        raise CytePoolError(msg)
+    collections = _in_order(collections)
+    target = client if client is not None else current_client()
+    with threadpool_limits(limits=1, user_api="blas"):
+        if target is not None:
+            return _on_cluster(target, collections, progress=progress)
+        with _local_progress(progress=progress):
+            if dask.config.get("scheduler", None) not in _THREADED:
+                return tuple(dask_compute(*collections))
+            n = n_threads or dask.config.get("num_workers", None) or CPU_COUNT
+            pool = ThreadPoolExecutor(n)
+            try:
+                return tuple(dask_compute(*collections, scheduler="threads", pool=pool))
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool) -> tuple[Any, ...]:
+    """Compute on ``client``, awaiting every future before any result or error is returned."""
+    with client.as_current():
+        futures = client.compute(list(collections))
+        if progress:
+            cluster_progress(futures)
+        wait(futures)
+        return tuple(client.gather(futures))
+
+
+@contextlib.contextmanager
+def _local_progress(*, progress: bool) -> Iterator[None]:
+    with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+        yield
+
+
+def _identity(value: Any) -> Any:  # noqa: ANN401
+    return value
+
+
+def _in_order(collections: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Collections whose results Dask returns in argument order.
+
+    ``dask.compute`` (2026.8) groups results of mixed collection types by type
+    (arrays before delayed objects), so mixed arguments are all wrapped as
+    delayed values.
+    """
+    if len({type(c) for c in collections}) <= 1:
+        return collections
+    return tuple(c if isinstance(c, Delayed) else delayed(_identity)(c) for c in collections)

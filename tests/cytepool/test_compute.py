@@ -1,0 +1,126 @@
+"""The one compute function: where it runs, result order, BLAS threads, and no task left running."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from dask.delayed import delayed
+from distributed import Client, LocalCluster, get_task_stream
+from threadpoolctl import threadpool_info
+
+from cytepool import limma_voom
+from cytepool.compute import compute, current_client
+from cytepool.cube.demo import demo_cube
+from cytepool.de.testing import assert_result_equal
+from cytepool.errors import CytePoolError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+DESIGN = "~ donor + condition"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    """Two in-process workers behind a scheduler on 127.0.0.1 (TCP), no dashboard."""
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        processes=False,
+        protocol="tcp://",
+        host="127.0.0.1",
+        dashboard_address=None,
+    ) as local:
+        yield local
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[Client]:
+    with Client(cluster, set_as_default=False) as c:
+        yield c
+
+
+def _blas_threads() -> list[int]:
+    return [int(lib["num_threads"]) for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_mixed_collections_come_back_in_argument_order() -> None:
+    """An array, a delayed value, a list and a plain value are returned in the order given."""
+    results = compute(da.arange(4, chunks=2).sum(), delayed(len)("abc"), [delayed(abs)(-2)], 7)
+    assert results == (6, 3, [2], 7)
+
+
+def test_tasks_run_with_one_blas_thread() -> None:
+    """Every task on the threaded scheduler sees one BLAS thread."""
+    (threads,) = compute(delayed(_blas_threads, pure=False)())
+    assert threads
+    assert set(threads) == {1}
+
+
+def test_every_task_has_ended_when_a_failure_returns() -> None:
+    """A failing task raises only after the slower task running beside it has finished."""
+    finished = threading.Event()
+
+    def slow() -> int:
+        time.sleep(0.3)
+        finished.set()
+        return 1
+
+    def fail() -> int:
+        msg = "boom"
+        raise RuntimeError(msg)
+
+    with pytest.raises(RuntimeError, match="boom"):
+        compute(delayed(slow, pure=False)(), delayed(fail, pure=False)(), n_threads=2)
+    assert finished.is_set()
+
+
+@pytest.mark.parametrize("n_threads", [0, -1, 1.5, True])
+def test_n_threads_must_be_a_positive_integer(n_threads: object) -> None:
+    """A thread count that is not a positive integer is refused, naming it."""
+    with pytest.raises(CytePoolError, match=r"n_threads must be a positive integer, found"):
+        compute(delayed(len)("a"), n_threads=n_threads)  # type: ignore[arg-type]
+
+
+def test_the_current_client_is_the_active_one(client: Client) -> None:
+    """``as_current`` makes a client current; a scheduler set in dask.config wins over it."""
+    assert current_client() is None
+    with client.as_current():
+        assert current_client() is client
+        with dask.config.set(scheduler="threads"):
+            assert current_client() is None
+
+
+def test_collections_run_on_the_current_client(client: Client) -> None:
+    """Inside ``as_current`` the tasks run on the cluster's workers, with their results."""
+    workers = set(client.scheduler_info()["workers"])
+    with client.as_current(), get_task_stream(client=client) as stream:
+        (total,) = compute(da.ones((6, 4), chunks=(2, 4)).sum())
+    assert total == 24
+    assert stream.data
+    assert {task["worker"] for task in stream.data} <= workers
+
+
+def test_limma_voom_runs_on_the_current_client(client: Client) -> None:
+    """Inside ``as_current``, limma_voom fits each group on the cluster, as on threads."""
+    cube = demo_cube(n_features=300, n_donors=4)
+    threaded = limma_voom(cube, design=DESIGN, min_counts=100)
+    workers = set(client.scheduler_info()["workers"])
+    with client.as_current(), get_task_stream(client=client) as stream:
+        on_cluster = limma_voom(cube, design=DESIGN, min_counts=100)
+    fits = [task for task in stream.data if str(task["key"]).startswith("_fit_group-")]
+    assert len(fits) == len(cube.groups)
+    assert {task["worker"] for task in fits} <= workers
+    assert list(on_cluster) == list(threaded)
+    assert on_cluster.skipped == threaded.skipped
+    for label, result in threaded.items():
+        assert_result_equal(on_cluster[label], result)
+        assert np.array_equal(
+            on_cluster[label].table.to_numpy(), result.table.to_numpy(), equal_nan=True
+        )
