@@ -13,7 +13,7 @@ seeded dataset of :mod:`synthetic` is generated once into ``--data`` (default
 parameters match. Then, each in a subprocess of its own, one after the other:
 
 ``import``
-    ``cytearc.io.detect.import_data(data.h5ad, store, mem_budget, workers)``
+    ``cytearc.import_data(data.h5ad, store, mem_budget, workers)``
     into a scratch store. Timed and reported, but not part of the goal.
 ``CyteArc``
     ``DataStore(store, zarr_mode="r+", mem_budget, workers, show_progress=False)``,
@@ -151,7 +151,7 @@ def _write_record(out: Path, record: dict[str, Any]) -> None:
 
 def child_import(source: Path, out: Path, args: argparse.Namespace) -> int:
     """Import ``source`` into ``out/data.zarr``; write the seconds to ``out/record.json``."""
-    from cytearc.io.detect import import_data  # noqa: PLC0415
+    from cytearc import import_data  # noqa: PLC0415
 
     gc.collect()
     start = time.perf_counter()

@@ -37,7 +37,7 @@ workers; the client's memory comes on top, so both are reported. The workers are
 before each import so every step starts from fresh processes.
 
 Each import is also broken into phases (the benchmark wraps, without
-changing them, ``detect_source``, the importer's ``_scan``, the source's
+changing them, the importer's ``ToZarr.__init__`` (its source opened), the importer's ``_scan``, the source's
 ``read_band`` and ``CountsWriter``): opening the source, the scan pass
 (which for Matrix Market includes bucketing the file), the write loop
 (reading bands and handing them to the workers), draining the bands in
@@ -282,13 +282,13 @@ def _timed_source(source: Any, phases: Phases) -> Any:  # noqa: ANN401 (a CountS
 @contextlib.contextmanager
 def instrumented() -> Iterator[Phases]:
     """Wrap the importer's steps to time them; everything is restored afterwards."""
-    import cytearc.io.detect as detect_module  # noqa: PLC0415
     import cytearc.io.importer as importer_module  # noqa: PLC0415
+    from cytearc.io.converters import ToZarr  # noqa: PLC0415
     from cytearc.storage.counts import CountsWriter  # noqa: PLC0415
 
     phases = Phases()
+    open_source = ToZarr.__init__
     saved: list[tuple[object, str, Any]] = [
-        (detect_module, "detect_source", detect_module.detect_source),
         (importer_module, "_scan", importer_module._scan),
         (CountsWriter, "__init__", CountsWriter.__init__),
         (CountsWriter, "finish", CountsWriter.finish),
@@ -296,11 +296,9 @@ def instrumented() -> Iterator[Phases]:
     ]
     originals = {name: function for _, name, function in saved}
 
-    def detect_source(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
-        phases.mark("open_start")
-        source = _timed_source(originals["detect_source"](*args, **kwargs), phases)
+    def importer_init(self: ToZarr, source: Any, *args: Any, **kwargs: Any) -> None:  # noqa: ANN401
+        open_source(self, _timed_source(source, phases), *args, **kwargs)
         phases.mark("open_end")
-        return source
 
     def scan(*args: Any, **kwargs: Any) -> Any:  # noqa: ANN401
         phases.mark("scan_start")
@@ -329,7 +327,6 @@ def instrumented() -> Iterator[Phases]:
             phases.mark("complete_end_last")
 
     replacements = {
-        "detect_source": detect_source,
         "_scan": scan,
         "__init__": writer_init,
         "finish": finish,
@@ -338,8 +335,11 @@ def instrumented() -> Iterator[Phases]:
     try:
         for owner, name, _ in saved:
             setattr(owner, name, replacements[name])
+        ToZarr.__init__ = importer_init  # type: ignore[method-assign]
+        phases.mark("open_start")
         yield phases
     finally:
+        ToZarr.__init__ = open_source  # type: ignore[method-assign]
         for owner, name, function in saved:
             setattr(owner, name, function)
 
@@ -452,7 +452,7 @@ def run_import(
     """``import_data`` of ``source`` into a scratch store, measured."""
     from distributed import get_task_stream  # noqa: PLC0415
 
-    from cytearc.io.detect import import_data  # noqa: PLC0415
+    from cytearc import import_data  # noqa: PLC0415
     from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415
 
     client = engine.client

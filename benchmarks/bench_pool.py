@@ -41,9 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_import import ensure_dataset
 from report import machine
 
-from cytearc import DataStore
+from cytearc import DataStore, import_data
 from cytearc.engine.cluster import get_engine
-from cytearc.io.detect import import_data
 from cytearc.pipeline.rss import RssSampler
 from cytepool import limma_voom, read_cube
 from cytepool.errors import GroupSkippedError

@@ -15,6 +15,7 @@ import numpy as np
 from cytearc.artifacts import Artifact, ArtifactRef, make_provenance, open_artifact, produce
 from cytearc.errors import OperationArgumentError
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
+from cytepool.cube.encoding import format_digest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,7 +47,7 @@ def values_digest(values: np.ndarray) -> str:
     else:
         h.update(str(values.dtype.str).encode() + b"\n")
         h.update(np.ascontiguousarray(values).tobytes())
-    return "sha256:" + h.hexdigest()
+    return format_digest(h)
 
 
 def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: str) -> Artifact:
