@@ -13,7 +13,7 @@ import atexit
 import sys
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
 from distributed import Client, LocalCluster
@@ -146,18 +146,49 @@ def get_engine(
                 )
                 raise EngineConfigError(msg)
             return _local
-        local = LocalCluster(
-            n_workers=budget.workers,
-            threads_per_worker=1,
-            memory_limit=budget.per_worker,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address="127.0.0.1:0",
-        )
+        _refuse_in_bootstrapping_worker()
+        try:
+            local = LocalCluster(
+                n_workers=budget.workers,
+                threads_per_worker=1,
+                memory_limit=budget.per_worker,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address="127.0.0.1:0",
+            )
+        except RuntimeError as error:
+            if _unguarded_script() is None:
+                raise
+            raise EngineConfigError(_unguarded_message(_unguarded_script())) from error
         client = Client(local, set_as_default=False)
         _local = Engine(client=client, budget=budget, local=local)
         print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
         return _local
+
+
+_GUARD_REMEDY: Final = (
+    "put the code that starts the engine under `if __name__ == \"__main__\":` "
+    "(Dask starts each worker process by importing the main script again), "
+    "or pass cluster=\"threads\" to compute in this process"
+)
+
+
+def _unguarded_script() -> str | None:
+    """The main script, when it is a file that worker processes import again on start."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return str(path) if path and str(path).endswith(".py") else None
+
+
+def _unguarded_message(script: str | None) -> str:
+    return f"{script}: the local cluster's workers could not start, because the script starts the engine when it is imported - {_GUARD_REMEDY}"
+
+
+def _refuse_in_bootstrapping_worker() -> None:
+    """In a worker process that is importing the user's script, refuse to start a cluster of its own."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__name__", None) == "__mp_main__":
+        raise EngineConfigError(_unguarded_message(getattr(main, "__file__", None)))
 
 
 def shutdown() -> None:
