@@ -20,6 +20,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from cytearc.datasets.synthetic import Params, write_dataset
 from cytearc.datastore import DataStore
+from cytearc.errors import DestinationExistsError
 from cytearc.io.detect import import_data
 from cytearc.plots import save_figure
 from cytepool import read_cube
@@ -65,7 +66,7 @@ def _check_previous(out: Path, params: Params) -> None:
             f"{out}: holds a store from another or an unfinished demo (parameters {recorded}, "
             f"asked {params.to_json()}); choose a new output folder or remove {out / 'pbmc.zarr'}"
         )
-        raise FileExistsError(msg)
+        raise DestinationExistsError(msg)
 
 
 def run_demo(
@@ -86,6 +87,12 @@ def run_demo(
     cube), ``de/`` (one limma-voom table per cluster with its metadata),
     ``figures/`` and ``summary.json``. Run again into the same folder with the
     same parameters, it reopens the store and reuses every analysis artifact.
+
+    Raises
+    ------
+    DestinationExistsError
+        ``out`` holds the store of a demo with other parameters, or of one
+        that did not finish.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

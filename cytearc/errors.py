@@ -1,9 +1,10 @@
 """Every public exception of CyteArc.
 
 Each subclasses :class:`CyteArcError`, a :class:`ValueError`, or also the
-builtin it refines (:class:`FileExistsError`, :class:`PermissionError`,
-:class:`KeyError`), so callers that catch the builtin keep working. Messages
-name the file or key, what was expected, what was found, and the remedy;
+builtin it refines (:class:`FileExistsError`, :class:`FileNotFoundError`,
+:class:`PermissionError`, :class:`KeyError`, :class:`TypeError`), so callers
+that catch the builtin keep working. Messages name the file or key, what was
+expected, what was found, and the remedy;
 ``tests/cytearc/test_error_messages.py`` pins them.
 
 Examples
@@ -20,10 +21,12 @@ __all__ = [
     "AssayNotFoundError",
     "AssayTypeError",
     "AtomicClaimUnsupportedError",
+    "ColumnNotFoundError",
     "CountCastError",
     "CyteArcError",
     "DestinationExistsError",
     "EngineConfigError",
+    "FeatureNotFoundError",
     "ImportOptionError",
     "IncompleteArtifactError",
     "LabelClaimBlockedError",
@@ -45,6 +48,7 @@ __all__ = [
     "SourceFormatError",
     "StaleSelectionError",
     "StoreFormatError",
+    "StoreNotFoundError",
     "UnmeasuredCellsError",
 ]
 
@@ -71,6 +75,10 @@ class ShardAlignmentError(CyteArcError):
 # --- stores, sources and count arrays --------------------------------------
 
 
+class StoreNotFoundError(CyteArcError, FileNotFoundError):
+    """There is no CyteArc store at a local path."""
+
+
 class StoreFormatError(CyteArcError):
     """A store is incomplete, of another format, or its metadata disagrees with its arrays."""
 
@@ -83,7 +91,21 @@ class AssayNotFoundError(CyteArcError, KeyError):
 
 
 class AssayTypeError(CyteArcError):
-    """An assay type is not a preset, names no assay, or conflicts with the recorded one."""
+    """An assay type is not a preset, names no assay, conflicts with the recorded one, or lacks what an operation reads."""
+
+
+class ColumnNotFoundError(CyteArcError, KeyError):
+    """A cell or feature table (or a run's snapshot of one) has no column of that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class FeatureNotFoundError(CyteArcError, KeyError):
+    """An assay has no feature of that name or id."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class LayoutError(CyteArcError):
@@ -99,7 +121,7 @@ class NonFiniteCountsError(CyteArcError):
 
 
 class CountCastError(CyteArcError):
-    """A count does not fit the storage dtype it is cast to."""
+    """Counts are not numbers, or a count does not fit the storage dtype it is cast to."""
 
 
 class DestinationExistsError(CyteArcError, FileExistsError):
@@ -176,7 +198,7 @@ class ArtifactError(CyteArcError):
 
 
 class MissingArtifactError(ArtifactError, KeyError):
-    """No artifact group at a reference's path."""
+    """No artifact group at a reference's path, or no output of that name in a run."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
@@ -197,8 +219,11 @@ class PipelineRecordError(CyteArcError):
     """A run, stage or label-claim document is missing a field, has an unknown one, or a wrong value."""
 
 
-class RunNotFoundError(CyteArcError):
-    """No run of that ID is stored (never created, or removed)."""
+class RunNotFoundError(CyteArcError, KeyError):
+    """No run of that ID or label is stored (never created, or removed)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
 
 
 class LabelClaimError(CyteArcError):

@@ -30,7 +30,7 @@ from cytearc.errors import (
     MissingArtifactError,
     ReadOnlyStoreError,
 )
-from cytearc.storage.finite_values import check_finite, checked_blocks
+from cytearc.storage.finite_values import checked_blocks, validate_finite
 from cytepool._versions import package_version
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class ArtifactWriter:
         """Store a small array now, checking finite values first."""
         values = np.asarray(values)
         if finite:
-            check_finite(values, operation=self.operation, array=name)
+            validate_finite(values, operation=self.operation, array=name)
         dtype: Any = str if values.dtype.kind in "OUT" else values.dtype
         array = self.group.create_array(
             name,

@@ -9,7 +9,7 @@ import zarr
 
 from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.arrays import open_lazy
-from cytearc.errors import CyteArcError, LayoutError, StoreFormatError
+from cytearc.errors import AssayTypeError, LayoutError, OperationArgumentError, StoreFormatError
 from cytearc.metadata.table import MetaData
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.layout import CountLayout
@@ -115,6 +115,9 @@ class Assay:
 
     def _validate_summaries(self) -> None:
         fingerprint = self._counts.attrs.get("content_fingerprint")
+        if not isinstance(fingerprint, str):
+            msg = f"{self.where}: counts attribute 'content_fingerprint': expected a string, found {fingerprint!r}; re-import the source"
+            raise StoreFormatError(msg)
         summaries = self.matrix.get("countSummaries")
         if (
             not isinstance(summaries, zarr.Group)
@@ -177,12 +180,12 @@ class Assay:
 
         Raises
         ------
-        AttributeError
-            The assay stores no ``countsT``.
+        AssayTypeError
+            The assay is not of an RNA type and stores no ``countsT``.
         """
         if self._counts_t is None:
-            msg = f"{self.where}: a {self.assayType} assay has no countsT to read features from; read columns of counts instead"
-            raise AttributeError(msg)
+            msg = f"{self.where}: feature_rows reads countsT, which only RNA-type assays store; this {self.assayType} assay has none - read columns of counts instead"
+            raise AssayTypeError(msg)
         rows = np.asarray(features, dtype=np.int64)
         if not len(rows):
             return np.zeros((0, self.shape[0]), dtype=self.dtype)
@@ -203,12 +206,12 @@ class Assay:
 
         Raises
         ------
-        CyteArcError
+        OperationArgumentError
             ``name`` is not one of the summaries.
         """
         if name not in SUMMARIES:
-            msg = f"{self.where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)}"
-            raise CyteArcError(msg)
+            msg = f"{self.where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)} - pass one of them"
+            raise OperationArgumentError(msg)
         array = child_group(self.matrix, "countSummaries", where=self.where).get(name)
         if not isinstance(array, zarr.Array):
             msg = f"{self.where}/countSummaries/{name}: missing; re-import the source"

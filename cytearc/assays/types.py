@@ -91,7 +91,7 @@ def resolve_assay_type(
     return "Assay"
 
 
-def check_assay_types(
+def parse_assay_types(
     assay_types: Mapping[str, str] | None, assays: set[str], *, where: str
 ) -> dict[str, str]:
     """Validate an ``assay_types`` argument against the assays of a store."""

@@ -72,7 +72,7 @@ import pandas as pd
 import scipy.sparse as sp
 from tqdm import tqdm
 
-from cytearc.errors import CyteArcError
+from cytearc.errors import OperationArgumentError
 from cytearc.io.converters import SparseToZarr
 
 if TYPE_CHECKING:
@@ -164,27 +164,27 @@ class Params:
     """Expected fraction of non-zero counts."""
 
     def validate(self) -> None:
-        """Raise :class:`~cytearc.errors.CyteArcError` when the sizes cannot hold the planted structure."""
+        """Raise :class:`~cytearc.errors.OperationArgumentError` when the sizes cannot hold the planted structure."""
         if self.n_cells < 1 or self.n_genes < 1:
-            msg = f"need at least one cell and one gene, got {self.n_cells} x {self.n_genes}"
-            raise CyteArcError(msg)
+            msg = f"n_cells, n_genes: need at least one cell and one gene, got {self.n_cells} x {self.n_genes}; raise them"
+            raise OperationArgumentError(msg)
         for name, value in (("n_types", self.n_types), ("n_donors", self.n_donors)):
             if not 1 <= value <= 127:
                 msg = f"{name}: expected 1 to 127 (stored as int8 codes), got {value}"
-                raise CyteArcError(msg)
+                raise OperationArgumentError(msg)
         if self.n_markers < 1:
             msg = f"n_markers: expected at least 1, got {self.n_markers}"
-            raise CyteArcError(msg)
+            raise OperationArgumentError(msg)
         if self.n_types * self.n_markers + N_RESPONSE_GENES > self.n_genes // 2:
             msg = (
                 f"{self.n_types} types x {self.n_markers} markers + {N_RESPONSE_GENES} response "
                 f"genes need at least {2 * (self.n_types * self.n_markers + N_RESPONSE_GENES)} "
                 f"genes, got {self.n_genes}: raise n_genes or lower n_types or n_markers"
             )
-            raise CyteArcError(msg)
+            raise OperationArgumentError(msg)
         if not 0 < self.nonzero < 0.9:
             msg = f"nonzero: expected a fraction in (0, 0.9), got {self.nonzero}"
-            raise CyteArcError(msg)
+            raise OperationArgumentError(msg)
 
     def to_json(self) -> dict[str, Any]:
         """The parameters as recorded in the truth record."""
@@ -571,7 +571,7 @@ def generate(
 
     Raises
     ------
-    CyteArcError
+    OperationArgumentError
         The genes cannot hold the markers and response genes, or a parameter
         is out of range.
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import zarr
     from dask.delayed import Delayed
 
-__all__ = ["aligned_rows", "check_aligned", "open_lazy", "storage_block", "store_aligned"]
+__all__ = ["aligned_rows", "open_lazy", "storage_block", "store_aligned", "validate_aligned"]
 
 
 def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
@@ -51,7 +51,7 @@ def open_lazy(array: zarr.Array[Any], *, rows_per_block: int | None = None) -> d
     return cast("da.Array", da.from_zarr(array, chunks=tuple(block)))
 
 
-def check_aligned(
+def validate_aligned(
     chunks: tuple[tuple[int, ...], ...], array: zarr.Array[Any], *, where: str
 ) -> None:
     """Raise :class:`ShardAlignmentError` unless every block is a whole number of shards.
@@ -104,7 +104,7 @@ def store_aligned(x: da.Array, array: zarr.Array[Any], *, where: str = "store") 
     if tuple(x.shape) != tuple(array.shape):
         msg = f"{where}: shape {tuple(x.shape)} does not match the array's {tuple(array.shape)}"
         raise ShardAlignmentError(msg)
-    check_aligned(x.chunks, array, where=where)
+    validate_aligned(x.chunks, array, where=where)
     target: Any = array
     return cast("Delayed", da.store(x, target, lock=False, compute=False))
 

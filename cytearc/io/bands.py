@@ -33,11 +33,11 @@ __all__ = [
     "BandBuckets",
     "band_dtype",
     "canonical_band",
-    "check_band",
-    "check_band_rows",
-    "check_unique_cells",
     "csr_from_triplets",
     "read_compressed_rows",
+    "validate_band",
+    "validate_band_rows",
+    "validate_unique_cells",
 ]
 
 GENE_EXPRESSION: Final = "Gene Expression"
@@ -59,21 +59,21 @@ def band_dtype(dtype: np.dtype) -> np.dtype:
     return dtype
 
 
-def check_band(start: int, stop: int, n_cells: int, location: str) -> None:
+def validate_band(start: int, stop: int, n_cells: int, location: str) -> None:
     """Raise :class:`IndexError` unless ``0 <= start <= stop <= n_cells``."""
     if not 0 <= start <= stop <= n_cells:
         msg = f"{location}: band {start}:{stop} is outside the {n_cells} cells; ask for 0 <= start <= stop <= {n_cells}"
         raise IndexError(msg)
 
 
-def check_band_rows(band_rows: int) -> None:
+def validate_band_rows(band_rows: int) -> None:
     """Raise :class:`ValueError` unless ``band_rows`` is a bucket height :class:`BandBuckets` takes."""
     if not 1 <= band_rows < 2**31:
         msg = f"band_rows must be between 1 and 2**31 - 1, got {band_rows}"
         raise ValueError(msg)
 
 
-def check_unique_cells(ids: np.ndarray, location: str) -> None:
+def validate_unique_cells(ids: np.ndarray, location: str) -> None:
     """Raise :class:`SourceFormatError` if cell ids repeat, naming the first repeated id."""
     repeated = pd.Index(ids).duplicated()
     if repeated.any():
@@ -166,7 +166,7 @@ class BandBuckets:
     """
 
     def __init__(self, *, band_rows: int) -> None:
-        check_band_rows(band_rows)
+        validate_band_rows(band_rows)
         self.band_rows = band_rows
         self.directory = Path(tempfile.mkdtemp(prefix="cytearc-bands-"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)

@@ -21,8 +21,8 @@ from cytearc.io.bands import (
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
     BandBuckets,
-    check_band,
-    check_unique_cells,
+    validate_band,
+    validate_unique_cells,
 )
 from cytearc.io.sources import FileSource
 
@@ -127,7 +127,7 @@ class CsvSource(FileSource):
                 if orientation == "cells_x_features"
                 else (column_ids, row_ids)
             )
-            check_unique_cells(cell_ids, str(self._path))
+            validate_unique_cells(cell_ids, str(self._path))
         except BaseException:
             self._buckets.close()
             raise
@@ -240,7 +240,7 @@ class CsvSource(FileSource):
         IndexError
             If the band is outside the cells.
         """
-        check_band(start, stop, self.shape[0], self.location)
+        validate_band(start, stop, self.shape[0], self.location)
         return self._buckets.read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
 
     def close(self) -> None:

@@ -26,10 +26,10 @@ from cytearc.io.bands import (
     GENE_EXPRESSION,
     BandBuckets,
     canonical_band,
-    check_band,
-    check_band_rows,
-    check_unique_cells,
     read_compressed_rows,
+    validate_band,
+    validate_band_rows,
+    validate_unique_cells,
 )
 from cytearc.io.sources import FileSource
 
@@ -192,7 +192,7 @@ class H5adSource(FileSource):
         layer: str | None = None,
         band_rows: int = DEFAULT_BAND_ROWS,
     ) -> None:
-        check_band_rows(band_rows)
+        validate_band_rows(band_rows)
         self._path = Path(path)
         try:
             self._file = h5py.File(self._path, "r")
@@ -276,7 +276,7 @@ class H5adSource(FileSource):
             msg = f"{self._path}: obs is missing"
             raise SourceFormatError(msg)
         ids, columns = _read_dataframe(self._file["obs"])
-        check_unique_cells(ids, f"{self._path}: obs index")
+        validate_unique_cells(ids, f"{self._path}: obs index")
         return _table({"ids": ids}, columns, f"{self._path}: obs")
 
     def _read_features(self) -> pd.DataFrame:
@@ -320,7 +320,7 @@ class H5adSource(FileSource):
         SourceFormatError
             If the stored pointers or indices are out of range.
         """
-        check_band(start, stop, self.shape[0], self.location)
+        validate_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"
             raise ValueError(msg)

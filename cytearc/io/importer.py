@@ -23,7 +23,7 @@ from cytearc.io.sources import CountSource, iter_bands
 from cytearc.metadata.table import write_table
 from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_values
 from cytearc.storage.counts import CountsWriter, CountsWritten
-from cytearc.storage.destinations import check_destination, create_destination
+from cytearc.storage.destinations import create_destination, validate_destination
 from cytearc.storage.layout import DEFAULT_LAYOUT, CountLayout
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION
 from cytepool.codecs import compressor
@@ -322,7 +322,7 @@ def write_store(
     ...     result.shapes, result.dtypes
     ({'RNA': (3, 2)}, {'RNA': 'uint8'})
     """
-    path = check_destination(destination, overwrite=overwrite)
+    path = validate_destination(destination, overwrite=overwrite)
     engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
     codec = compressor(compression, error=CyteArcError)
     n_cells, _ = source.shape

@@ -29,11 +29,11 @@ from cytearc.io.bands import (
     GENE_EXPRESSION,
     BandBuckets,
     canonical_band,
-    check_band,
-    check_band_rows,
-    check_unique_cells,
     csr_from_triplets,
     read_compressed_rows,
+    validate_band,
+    validate_band_rows,
+    validate_unique_cells,
 )
 from cytearc.io.sources import FileSource
 
@@ -127,7 +127,7 @@ class TenxH5Source(FileSource):
             if found != expected:
                 msg = f"{self._path}: {group.name}/shape is {n_features} x {n_cells} but {key} has {found} entries, not {expected}; the file is damaged"
                 raise SourceFormatError(msg)
-        check_unique_cells(barcodes, f"{self._path}: {group.name}/barcodes")
+        validate_unique_cells(barcodes, f"{self._path}: {group.name}/barcodes")
         self._n_stored_features = n_features
         self._keep: np.ndarray | None = None
         if genome_filter is not None:
@@ -241,7 +241,7 @@ class TenxH5Source(FileSource):
         SourceFormatError
             If the stored pointers or indices are out of range.
         """
-        check_band(start, stop, self.shape[0], self.location)
+        validate_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"
             raise ValueError(msg)
@@ -354,7 +354,7 @@ class TenxMtxSource(FileSource):
     """
 
     def __init__(self, path: str | os.PathLike[str], *, band_rows: int = DEFAULT_BAND_ROWS) -> None:
-        check_band_rows(band_rows)
+        validate_band_rows(band_rows)
         self._path = Path(path)
         if not self._path.is_dir():
             missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self._path))
@@ -380,7 +380,7 @@ class TenxMtxSource(FileSource):
             msg = f"{path}: {len(table)} barcodes for a matrix of {n_cells} cells"
             raise SourceFormatError(msg)
         ids = table[0].to_numpy(dtype=object)
-        check_unique_cells(ids, str(path))
+        validate_unique_cells(ids, str(path))
         return pd.DataFrame({"ids": ids})
 
     @staticmethod
@@ -487,7 +487,7 @@ class TenxMtxSource(FileSource):
         SourceFormatError
             If an entry of the matrix is malformed or outside it (found on first use).
         """
-        check_band(start, stop, self.shape[0], self.location)
+        validate_band(start, stop, self.shape[0], self.location)
         return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
 
     def close(self) -> None:

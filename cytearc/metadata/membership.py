@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from cytearc.metadata.table import MetaData
 
-__all__ = ["MEMBERSHIP_ROLE", "check_measured", "membership_column"]
+__all__ = ["MEMBERSHIP_ROLE", "membership_column", "validate_measured"]
 
 MEMBERSHIP_ROLE: Final = "assay_membership"
 
@@ -37,7 +37,7 @@ def membership_column(cells: MetaData, assay: str) -> str | None:
     return column
 
 
-def check_measured(
+def validate_measured(
     cells: MetaData,
     assay: str,
     selected: np.ndarray,

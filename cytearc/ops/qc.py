@@ -23,7 +23,7 @@ import numpy as np
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
 from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import OperationArgumentError, ReadOnlyStoreError
-from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.metadata.membership import membership_column, validate_measured
 from cytearc.ops.arguments import parse_cell_column, parse_float, parse_patterns
 from cytearc.ops.publication import reuse_or_publish, values_digest, write_cell_column
 from cytearc.ops.selection import (
@@ -139,7 +139,7 @@ def _check_metric(ds: AnalysisStore, column: str, mask: np.ndarray, operation: s
         raise OperationArgumentError(msg)
     assay = metric_assay(ds, column)
     if assay is not None:
-        check_measured(ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY)
+        validate_measured(ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY)
     values = ds.cells.fetch_all(column)
     if values.dtype.kind not in "biuf":
         msg = f"{ds.where}: {operation}: {column!r} is not numeric ({values.dtype}); pass a numeric metric column"

@@ -18,7 +18,7 @@ from cytearc.errors import (
     OperationArgumentError,
     StaleSelectionError,
 )
-from cytearc.metadata.membership import check_measured, membership_column
+from cytearc.metadata.membership import membership_column, validate_measured
 from cytearc.ops.publication import reuse_or_publish, values_digest
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def read_measured_mask(
     if cell_selection is None or (isinstance(cell_selection, str) and "/" not in cell_selection):
         key = cell_selection or "I"
     mask = read_selection_mask(ds, cell_selection)
-    check_measured(
+    validate_measured(
         ds.cells, assay, mask, operation=operation, remedy=MEMBERSHIP_REMEDY, cell_key=key
     )
     return mask

@@ -67,7 +67,6 @@ __all__ = [
     "RUN_ATTRIBUTE",
     "STAGE_ATTRIBUTE",
     "abandon_label_claim",
-    "check_label_available",
     "claim_label",
     "create_run",
     "label_owner",
@@ -76,6 +75,7 @@ __all__ = [
     "open_run",
     "require_atomic_claims",
     "run_stages",
+    "validate_label_available",
     "write_run",
     "write_stage",
 ]
@@ -184,7 +184,7 @@ def _group(root: zarr.Group, path: str, *, where: str) -> zarr.Group:
     try:
         node = root[path]
     except KeyError:
-        msg = f"{where}: {path}: no such group (never created, or removed)"
+        msg = f"{where}: {path}: no such group (never created, or removed); ds.pipeline.runs() lists the stored runs"
         raise RunNotFoundError(msg) from None
     except (ValueError, TypeError) as error:
         msg = f"{where}: {path}: unreadable Zarr metadata ({type(error).__name__}: {error})"
@@ -197,7 +197,7 @@ def _group(root: zarr.Group, path: str, *, where: str) -> zarr.Group:
 
 def _run_group(root: zarr.Group, run_id: str, *, where: str) -> zarr.Group:
     if not _RUN_ID.fullmatch(run_id):
-        msg = f"{where}: {run_id!r} is not a run ID (32 lowercase hex characters)"
+        msg = f"{where}: {run_id!r} is not a run ID (expected 32 lowercase hex characters); ds.pipeline.runs() lists the stored runs"
         raise RunNotFoundError(msg)
     return _group(root, _run_path(run_id), where=where)
 
@@ -483,7 +483,7 @@ def label_owner(root: zarr.Group, label: str, *, where: str) -> str | None:
     """The run ID of the latest claim of ``label``, or None if nobody claimed it.
 
     The owner may have failed, been interrupted or been removed since; see
-    :func:`check_label_available` for whether a new run can take the label.
+    :func:`validate_label_available` for whether a new run can take the label.
     """
     latest = _latest_claim(root, label, where=where)
     return None if latest is None else latest[1].run_id
@@ -517,7 +517,7 @@ def _check_bypassable(root: zarr.Group, owner: LabelClaim, *, where: str) -> Non
     raise LabelClaimBlockedError(msg)
 
 
-def check_label_available(root: zarr.Group, *, label: str, where: str) -> None:
+def validate_label_available(root: zarr.Group, *, label: str, where: str) -> None:
     """Raise unless a new run could claim ``label``, without writing anything.
 
     Raises
@@ -617,7 +617,7 @@ def abandon_label_claim(
     """
     _require_writable(root, operation=f"abandoning the claim of label {label!r}", where=where)
     if not reason.strip():
-        msg = f"{where}: abandoning the claim of label {label!r} needs a reason"
+        msg = f"{where}: abandoning the claim of label {label!r} needs a reason (why the run's process is known to have stopped), found {reason!r}; pass reason='...'"
         raise LabelClaimError(msg)
     owner = label_owner(root, label, where=where)
     if owner != run_id:

@@ -77,7 +77,8 @@ _RUN_ID: Final = re.compile(r"[0-9a-f]{32}")
 _ARTIFACT_ID: Final = re.compile(r"[0-9a-f]{64}")
 _NO_MIGRATION: Final = (
     "pipeline records have one strict shape and are never migrated; "
-    "a record damaged or written by a later release cannot be read by this one"
+    "a record damaged or written by a later release cannot be read by this one - "
+    "read it with the release that wrote it, or run the recipe again"
 )
 
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
 from cytearc.errors import MissingArtifactError, RunNotFoundError
-from cytearc.metadata.membership import check_measured
+from cytearc.metadata.membership import validate_measured
 from cytearc.ops.publication import values_digest
 from cytearc.ops.qc import metric_assay
 from cytearc.ops.selection import MEMBERSHIP_REMEDY, row_ids_fingerprint
@@ -156,13 +156,13 @@ def _fields(assay: str, outputs: dict[str, str]) -> list[dict[str, JSON]]:
 def _check_cells(ds: AnalysisStore, assay: str, config: dict[str, Any]) -> None:
     key = config["cell_key"]
     mask = ds.cells.fetch_all(key).astype(bool)
-    check_measured(
+    validate_measured(
         ds.cells, assay, mask, operation="pipeline.run", remedy=MEMBERSHIP_REMEDY, cell_key=key
     )
     for column in ("nCounts", "nFeatures", *config.get("qc_patterns", {})):
         other = metric_assay(ds, f"{assay}_{column}")
         if other is not None and other != assay:
-            check_measured(
+            validate_measured(
                 ds.cells,
                 other,
                 mask,
@@ -198,7 +198,7 @@ def run_pipeline(
     _check_cells(ds, assay, config)
     if label is not None:
         ledger.require_atomic_claims(ds.root, where=where)
-        ledger.check_label_available(ds.root, label=label, where=where)
+        ledger.validate_label_available(ds.root, label=label, where=where)
     client = ds.engine.client
     record = RunRecord(
         run_id=ledger.new_run_id(),

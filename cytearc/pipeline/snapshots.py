@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
-from cytearc.errors import StaleSelectionError
+from cytearc.errors import ColumnNotFoundError, StaleSelectionError
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops.publication import reuse_or_publish, values_digest
 from cytearc.ops.selection import publish_selection
@@ -100,8 +100,8 @@ class FrozenTable:
                 raise StaleSelectionError(msg)
             return np.asarray(mask[...], dtype=bool)
         if column not in self.columns:
-            msg = f"{self._snapshot.ref}: no column {column!r}; the snapshot holds {self.columns}"
-            raise KeyError(msg)
+            msg = f"{self._snapshot.ref}: no column {column!r}; the run's snapshot holds {self.columns} - pass one of them"
+            raise ColumnNotFoundError(msg)
         return self._snapshot.read(f"c{self.columns.index(column):04d}")
 
     def __repr__(self) -> str:

@@ -219,7 +219,7 @@ def parse_metric_columns(frame: object, columns: object) -> tuple[str, ...]:
         raise PlotInputError(msg)
     unknown = [name for name in names if name not in frame.columns]
     if unknown:
-        msg = f"columns: {unknown!r} not in the frame, whose columns are {_preview(frame.columns)}"
+        msg = f"columns: {unknown!r} not in the frame, whose columns are {_preview(frame.columns)}; pass names of its columns"
         raise PlotInputError(msg)
     for name in names:
         dtype = frame[name].dtype

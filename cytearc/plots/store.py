@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.errors import CyteArcError
+from cytearc.errors import ColumnNotFoundError, FeatureNotFoundError
 from cytearc.metadata.membership import membership_column
 from cytearc.ops.normalize import normalized_block
 from cytearc.ops.qc import percent_columns
@@ -24,10 +24,34 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
+    from cytearc.assays import Assay
     from cytearc.pipeline.runner import PipelineRun
     from cytearc.storage.store import AnalysisStore
 
 __all__ = ["StorePlots"]
+
+
+def _feature_positions(source: Assay, features: Sequence[str]) -> list[int]:
+    """The position of each feature, found by name or id (the first match).
+
+    Raises
+    ------
+    FeatureNotFoundError
+        A feature is neither a name nor an id of the assay.
+    """
+    names = source.features.fetch_all("names").astype(object)
+    ids = source.features.fetch_all("ids").astype(object)
+    positions, missing = [], []
+    for feature in features:
+        hits = np.flatnonzero((names == feature) | (ids == feature))
+        if len(hits):
+            positions.append(int(hits[0]))
+        else:
+            missing.append(feature)
+    if missing:
+        msg = f"{source.where}: no feature named {missing[:5]!r} in assay {source.name!r} (expected a value of its feature table's 'names' or 'ids') - check the spelling or the assay"
+        raise FeatureNotFoundError(msg)
+    return positions
 
 
 class StorePlots:
@@ -44,8 +68,8 @@ class StorePlots:
         metrics = (f"{assay}_nCounts", f"{assay}_nFeatures", *percent_columns(ds, assay))
         columns = [c for c in metrics if c in ds.cells.columns]
         if not columns:
-            msg = f"{ds.where}: no QC metrics of {assay!r}; run ds.qc.metrics({assay!r}) first"
-            raise CyteArcError(msg)
+            msg = f"{ds.where}/cellData: no QC metrics of {assay!r} (expected the columns {list(metrics)}); run ds.qc.metrics({assay!r}) first"
+            raise ColumnNotFoundError(msg)
         frame = pd.DataFrame(
             {c: ds.cells.fetch(c) for c in [*columns, *([groupby] if groupby else [])]}
         )
@@ -56,17 +80,19 @@ class StorePlots:
 
         ``gene`` is a feature name or id; reads only the chunks of ``countsT``
         that hold its row.
+
+        Raises
+        ------
+        FeatureNotFoundError
+            ``gene`` is neither a feature name nor an id (a :class:`KeyError`).
+        AssayTypeError
+            The assay is not of an RNA type (it stores no ``countsT``).
         """
         ds = self._ds
         source = ds.assays[assay]
-        names = source.features.fetch_all("names").astype(object)
-        ids = source.features.fetch_all("ids").astype(object)
-        hits = np.flatnonzero((names == gene) | (ids == gene))
-        if not len(hits):
-            msg = f"{ds.where}: assay {assay!r} has no feature named {gene!r}"
-            raise KeyError(msg)
+        rows = np.asarray(_feature_positions(source, [gene]))
         values = normalized_block(
-            source.feature_rows(hits[:1]).T,
+            source.feature_rows(rows).T,
             source.summary("rowSums").astype(np.float64),
             method="library_size",
             target_sum=target_sum,
@@ -99,8 +125,8 @@ class StorePlots:
         else:
             names = [f"{assay}_UMAP1", f"{assay}_UMAP2"]
             if not set(names) <= set(ds.cells.columns):
-                msg = f"{ds.where}: no UMAP of {assay!r}; run ds.embedding.umap(...) or the pipeline first"
-                raise CyteArcError(msg)
+                msg = f"{ds.where}/cellData: no UMAP of {assay!r} (expected the columns {names}); run ds.embedding.umap(...) or the pipeline first, or pass umap="
+                raise ColumnNotFoundError(msg)
             coords = np.column_stack([ds.cells.fetch_all(n) for n in names])
         keep = np.isfinite(coords).all(axis=1)
         values: Any = None
@@ -113,7 +139,13 @@ class StorePlots:
                 else:
                     values = values[keep]
             else:
-                values = self.gene_values(color, assay=assay)[keep]
+                try:
+                    values = self.gene_values(color, assay=assay)[keep]
+                except FeatureNotFoundError as error:
+                    error.add_note(
+                        f"color {color!r} is not a cell column either; the cell columns are {ds.cells.columns}"
+                    )
+                    raise
         return embedding(
             coords[keep], values=values, label=label, title=options.pop("title", color), **options
         )
@@ -140,7 +172,7 @@ class StorePlots:
                     if int(j) not in chosen:
                         chosen.append(int(j))
         else:
-            chosen = [int(np.flatnonzero(names == g)[0]) for g in genes]
+            chosen = _feature_positions(ds.assays[artifact.ref.scope], genes)
         labels = [str(names[j]) for j in chosen]
         mean = pd.DataFrame(artifact.read("mean")[:, chosen], index=groups, columns=labels)
         fraction = pd.DataFrame(artifact.read("fraction")[:, chosen], index=groups, columns=labels)
@@ -153,6 +185,6 @@ class StorePlots:
         figures = {
             "qc_violins.png": self.qc(assay),
             "umap_clusters.png": self.umap(f"{assay}_leiden_cluster", assay=assay),
-            "markers_dotplot.png": self.markers(run.outputs["markers"], n=3),
+            "markers_dotplot.png": self.markers(run.artifact("markers"), n=3),
         }
         return [save_figure(fig, directory / name) for name, fig in figures.items()]

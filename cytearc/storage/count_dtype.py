@@ -76,7 +76,7 @@ def scan_values(values: np.ndarray, *, where: str = "counts") -> ValueRange:
         finite = np.isfinite(values)
         if not finite.all():
             bad = values[~finite][0]
-            msg = f"{where}: counts hold {bad!r}; counts must be finite - fix or drop them before importing"
+            msg = f"{where}: counts hold {bad}; expected finite counts - fix or drop them before importing"
             raise NonFiniteCountsError(msg)
         integral = bool(np.all(values == np.floor(values)))
         return ValueRange(
@@ -115,7 +115,7 @@ def resolve_count_dtype(value_range: ValueRange) -> np.dtype:
         for dtype in _UNSIGNED:
             if r.maximum is not None and r.maximum <= np.iinfo(dtype).max:
                 return np.dtype(dtype)
-        msg = f"counts: the largest value {r.maximum!r} does not fit uint64"
+        msg = f"counts: the largest value {r.maximum!r} does not fit uint64, the widest count dtype; check that the source holds counts"
         raise CountCastError(msg)
     if r.source.kind == "f":
         return np.dtype(np.float64) if r.source.itemsize > 4 else np.dtype(np.float32)
@@ -129,13 +129,13 @@ def checked_cast(values: np.ndarray, dtype: np.dtype, *, where: str = "counts") 
         return values
     if values.size and target.kind in "iu":
         if values.dtype.kind == "f" and not np.all(values == np.floor(values)):
-            msg = f"{where}: non-integer counts cannot be stored as {target}"
+            msg = f"{where}: non-integer counts cannot be stored as {target}; keep a float dtype for them"
             raise CountCastError(msg)
         info = np.iinfo(target)
         low, high = values.min(), values.max()
         if low < info.min or high > info.max:
             msg = (
-                f"{where}: counts from {low} to {high} do not fit {target} ({info.min}..{info.max})"
+                f"{where}: counts from {low} to {high} do not fit {target} ({info.min}..{info.max}); choose a wider dtype"
             )
             raise CountCastError(msg)
     return values.astype(target)

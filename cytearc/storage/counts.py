@@ -20,9 +20,9 @@ from zarr.codecs import BytesCodec
 
 from cytearc.engine.arrays import (
     aligned_rows,
-    check_aligned,
     open_lazy,
     store_aligned,
+    validate_aligned,
     write_block,
 )
 from cytearc.errors import ShardAlignmentError
@@ -296,7 +296,7 @@ def write_count_arrays(
         where=where,
     )
     x = x.rechunk((writer.band_rows, x.shape[1]))
-    check_aligned(x.chunks, writer.counts, where=where)
+    validate_aligned(x.chunks, writer.counts, where=where)
     starts = np.cumsum((0, *x.chunks[0][:-1])).tolist()
     write = delayed(_write_band, pure=False)
     tasks = [write(b, writer.counts, s) for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)]

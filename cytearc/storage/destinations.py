@@ -20,7 +20,7 @@ import zarr
 
 from cytearc.errors import DestinationExistsError
 
-__all__ = ["check_destination", "create_destination"]
+__all__ = ["create_destination", "validate_destination"]
 
 CYTEARC_GROUPS: Final = frozenset(
     {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
@@ -63,7 +63,7 @@ def _replaceable(path: Path) -> str | None:
     return None
 
 
-def check_destination(destination: str | Path, *, overwrite: bool) -> Path:
+def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
     """Refuse a destination a writer may not create or replace; return it as a Path.
 
     Raises

@@ -17,16 +17,16 @@ if TYPE_CHECKING:
     import dask.array as da
     import numpy as np
 
-__all__ = ["check_finite", "checked_blocks"]
+__all__ = ["checked_blocks", "validate_finite"]
 
 
-def check_finite(values: np.ndarray, *, operation: str, array: str, first_row: int = 0) -> None:
+def validate_finite(values: np.ndarray, *, operation: str, array: str, first_row: int = 0) -> None:
     """Raise :class:`NonFiniteArtifactError` at the first row of ``values`` with a non-finite value.
 
     Examples
     --------
     >>> import numpy as np
-    >>> check_finite(np.array([[1.0, np.inf]]), operation="pca", array="coords", first_row=7)
+    >>> validate_finite(np.array([[1.0, np.inf]]), operation="pca", array="coords", first_row=7)
     Traceback (most recent call last):
     ...
     cytearc.errors.NonFiniteArtifactError: pca: array 'coords' holds inf at row 7; ...
@@ -44,7 +44,7 @@ def check_finite(values: np.ndarray, *, operation: str, array: str, first_row: i
 def _check_block(
     block: np.ndarray, *, offset: tuple[int, ...], operation: str, array: str
 ) -> None:
-    check_finite(block, operation=operation, array=array, first_row=offset[0])
+    validate_finite(block, operation=operation, array=array, first_row=offset[0])
 
 
 def checked_blocks(x: da.Array, *, operation: str, array: str) -> da.Array:

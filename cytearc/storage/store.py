@@ -17,7 +17,7 @@ import zarr
 from zarr.storage import FsspecStore, LocalStore
 
 from cytearc.assays.assay import Assay
-from cytearc.assays.types import check_assay_types, resolve_assay_type
+from cytearc.assays.types import parse_assay_types, resolve_assay_type
 from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import (
     AssayNotFoundError,
@@ -219,7 +219,7 @@ class Store:
             attrs.get("cytearc:format") != STORE_FORMAT
             or attrs.get("cytearc:formatVersion") != STORE_FORMAT_VERSION
         ):
-            msg = f"{self.where}: not a CyteArc store of format {STORE_FORMAT} {STORE_FORMAT_VERSION} (found {attrs.get('cytearc:format')!r} {attrs.get('cytearc:formatVersion')!r})"
+            msg = f"{self.where}: not a CyteArc store of format {STORE_FORMAT} {STORE_FORMAT_VERSION} (found {attrs.get('cytearc:format')!r} {attrs.get('cytearc:formatVersion')!r}); open it with the release that wrote it, or import the source again"
             raise StoreFormatError(msg)
         if attrs.get("cytearc:complete") is not True:
             msg = f"{self.where}: the import that created this store did not finish; import it again (overwrite=True)"
@@ -266,7 +266,7 @@ class Store:
         if not isinstance(recorded, dict):
             msg = f"{self.where}: attribute 'assayTypes' must map assays to presets, found {recorded!r}; open with zarr_mode='r+' and assay_types for every assay to replace it"
             raise AssayTypeError(msg)
-        given = check_assay_types(explicit, names, where=self.where)
+        given = parse_assay_types(explicit, names, where=self.where)
         if not self.writable:
             for name, value in given.items():
                 if recorded.get(name) not in (None, value):

@@ -24,8 +24,8 @@ from cytepool.cube.fingerprints import (
 from cytepool.cube.tables import TABLE_AXES, EncodedColumn, encode_table, table_digest
 from cytepool.cube.tasks import (
     as_layer_array,
-    check_layer_block,
     layer_digest_tasks,
+    validate_layer_block,
     validated,
 )
 from cytepool.errors import (
@@ -46,6 +46,7 @@ KNOWN_LAYERS: Final = ("counts", "detected", "log_sum", "log_sum_sq", "linear_su
 """Layers with a meaning known to CytePool; ``counts`` is required, others may be added."""
 
 NONNEGATIVE_LAYERS: Final = frozenset({"counts", "detected"})
+_CHANGED: Final = "the values were changed or damaged since they were digested - write the cube again from its source"
 
 FORMAT: Final = "cytepool.cube"
 FORMAT_VERSION: Final = 1
@@ -306,14 +307,14 @@ class Cube:
         for key in ("samples", "groups", "features", "n_cells", "normalization"):
             want, got = getattr(expected, key), getattr(found, key)
             if want != got:
-                msg = f"{where}{key}: expected {want}, computed {got}"
+                msg = f"{where}{key}: expected {want}, computed {got}; {_CHANGED}"
                 raise FingerprintMismatchError(msg)
         for name in sorted(expected.layers):
             pairs = zip(expected.layers[name].groups, found.layers[name].groups, strict=True)
             for g, (want, got) in enumerate(pairs):
                 if want != got:
                     label = self._tables["groups"].iloc[g, 0]
-                    msg = f"{where}layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}"
+                    msg = f"{where}layer {name!r}, group {g} ({label!r}): expected {want}, computed {got}; {_CHANGED}"
                     raise FingerprintMismatchError(msg)
         return self.fingerprint
 
@@ -415,7 +416,7 @@ def _parse_layers(layers: object, *, shape: tuple[int, int, int]) -> dict[str, L
         if isinstance(layer, da.Array):
             parsed[name] = validated(layer, name=name, nonnegative=nonnegative)
             continue
-        check_layer_block(layer, name=name, nonnegative=nonnegative)
+        validate_layer_block(layer, name=name, nonnegative=nonnegative)
         view = layer.view()
         view.flags.writeable = False
         parsed[name] = view

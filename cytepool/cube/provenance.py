@@ -25,12 +25,12 @@ if TYPE_CHECKING:
 
     from cytepool.cube.cube import Cube
 
-__all__ = ["check_provenance", "describe_provenance", "verify_chain"]
+__all__ = ["describe_provenance", "parse_provenance", "verify_chain"]
 
 _RECORD_KEYS = frozenset({"operation", "parameters", "input", "output"})
 
 
-def check_provenance(value: object, *, where: str) -> dict[str, Any]:
+def parse_provenance(value: object, *, where: str) -> dict[str, Any]:
     """Parse a provenance object strictly; :class:`CubeFormatError` names what is wrong."""
 
     def fail(key: str, expected: str, found: object) -> CubeFormatError:

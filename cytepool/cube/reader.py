@@ -14,6 +14,14 @@ from zarr.storage import LocalStore
 
 from cytepool.cube.cube import Cube
 from cytepool.cube.encoding import hash_rows
+from cytepool.cube.file_format import (
+    DIMENSIONS,
+    FORMAT,
+    FORMAT_VERSION,
+    ROOT_ATTRIBUTES,
+    layer_chunks_ok,
+    validate_array,
+)
 from cytepool.cube.fingerprints import (
     FINGERPRINT_VERSION,
     Digests,
@@ -21,16 +29,14 @@ from cytepool.cube.fingerprints import (
     n_cells_digest,
     normalization_digest,
 )
-from cytepool.cube.layout import (
-    DIMENSIONS,
-    FORMAT,
-    FORMAT_VERSION,
-    ROOT_ATTRIBUTES,
-    check_array,
-    layer_chunks_ok,
+from cytepool.cube.provenance import parse_provenance
+from cytepool.cube.tables import (
+    TABLE_AXES,
+    EncodedColumn,
+    decode_column,
+    table_digest,
+    validate_kind,
 )
-from cytepool.cube.provenance import check_provenance
-from cytepool.cube.tables import TABLE_AXES, EncodedColumn, check_kind, decode_column, table_digest
 from cytepool.errors import (
     CubeDigestError,
     CubeError,
@@ -110,7 +116,7 @@ def read_cube(path: str | Path) -> Cube:
     if normalization is not None:
         found = normalization_digest(normalization)
         _check_digest(root_path, "normalization", expected=digests.normalization, found=found)
-    provenance = check_provenance(attrs["provenance"], where=str(root_path))
+    provenance = parse_provenance(attrs["provenance"], where=str(root_path))
     layers, raw = _open_layers(root, digests, shape=shape, where=root_path)
     try:
         return Cube._assemble(
@@ -248,7 +254,7 @@ def _read_table(
         kind = array.attrs.get("kind")
         if not isinstance(kind, str):
             raise CubeFormatError(f"{w}: attribute 'kind': expected a column kind, found {kind!r}")
-        check_array(
+        validate_array(
             array,
             where=w,
             shape=(n_rows,),
@@ -259,7 +265,7 @@ def _read_table(
             dimension_names=(DIMENSIONS[axis],),
         )
         try:
-            check_kind(kind, np.dtype(array.dtype), where=w)
+            validate_kind(kind, np.dtype(array.dtype), where=w)
         except CubeTableError as exc:
             raise CubeFormatError(str(exc)) from exc
         levels: Any = array.attrs.get("levels") if kind == "text" else None
@@ -311,7 +317,7 @@ def _read_n_cells(
     w = f"{where}/n_cells"
     n_groups, n_samples, _ = shape
     array = _open_array(root, "n_cells", where=w)
-    check_array(
+    validate_array(
         array,
         where=w,
         shape=(n_samples, n_groups),
@@ -346,7 +352,7 @@ def _open_layers(
     for name, layer_digests in digests.layers.items():
         w = f"{where}/layers/{name}"
         array = _open_array(group, name, where=w)
-        check_array(
+        validate_array(
             array,
             where=w,
             shape=shape,

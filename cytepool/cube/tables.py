@@ -59,13 +59,13 @@ class EncodedColumn:
     levels: tuple[str, ...] | None = field(default=None)
 
     def __post_init__(self) -> None:
-        check_kind(self.kind, self.values.dtype, where=f"column {self.name!r}")
+        validate_kind(self.kind, self.values.dtype, where=f"column {self.name!r}")
         if (self.kind == "text") != (self.levels is not None):
             msg = f"column {self.name!r}: levels go with kind 'text' only, found kind {self.kind!r}"
             raise CubeTableError(msg)
 
 
-def check_kind(kind: str, dtype: np.dtype, *, where: str) -> None:
+def validate_kind(kind: str, dtype: np.dtype, *, where: str) -> None:
     """Raise :class:`CubeTableError` unless ``dtype`` is the stored dtype of ``kind``."""
     ok = (
         (kind == "text" and dtype == np.int32)

@@ -28,10 +28,10 @@ if TYPE_CHECKING:
 __all__ = [
     "LAYER_CHUNK_FEATURES",
     "as_layer_array",
-    "check_layer_block",
     "group_tasks",
     "layer_chunks",
     "layer_digest_tasks",
+    "validate_layer_block",
     "validated",
 ]
 
@@ -62,7 +62,7 @@ def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
     return da.Array(graph, name, chunks, meta=layer[:0, :0, :0])
 
 
-def check_layer_block(
+def validate_layer_block(
     block: np.ndarray, *, name: str, nonnegative: bool, offset: tuple[int, ...] = (0, 0, 0)
 ) -> None:
     """Raise a named error if ``block`` of layer ``name`` holds NaN, infinity or, if asked, < 0."""
@@ -95,7 +95,7 @@ def _shifted(index: tuple[int, ...], offset: tuple[int, ...]) -> tuple[int, ...]
 def validated(x: da.Array, *, name: str, nonnegative: bool) -> da.Array:
     """``x`` with every block checked, as it is computed, for values a layer may not hold."""
     return checked_blocks(
-        x, functools.partial(check_layer_block, name=name, nonnegative=nonnegative)
+        x, functools.partial(validate_layer_block, name=name, nonnegative=nonnegative)
     )
 
 

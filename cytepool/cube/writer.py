@@ -15,13 +15,13 @@ from cytepool.codecs import Compression, compressor
 from cytepool.compute import compute
 from cytepool.cube.atomic import fsync_tree, publish, staging
 from cytepool.cube.encoding import hash_rows, layer_type_word
-from cytepool.cube.fingerprints import FINGERPRINT_VERSION, Digests, LayerDigests, fingerprint
-from cytepool.cube.layout import (
+from cytepool.cube.file_format import (
     DIMENSIONS,
     FORMAT,
     FORMAT_VERSION,
     column_array_names,
 )
+from cytepool.cube.fingerprints import FINGERPRINT_VERSION, Digests, LayerDigests, fingerprint
 from cytepool.cube.tables import TABLE_AXES
 from cytepool.cube.tasks import as_layer_array, group_tasks, layer_chunks
 from cytepool.errors import (

@@ -354,7 +354,7 @@ def write_results(
         When a group or gene label cannot be saved.
     """
     if file_format not in {"parquet", "csv"}:
-        msg = f"file_format must be 'parquet' or 'csv', found {file_format!r}"
+        msg = f"file_format: expected 'parquet' or 'csv', found {file_format!r}; pass one of them"
         raise LimmaError(msg)
     root = Path(directory)
     manifest = root / "results.json"

@@ -16,11 +16,11 @@ import cytearc
 import cytepool
 from cytearc import _warnings as cytearc_warnings
 from cytearc.errors import NonFiniteArtifactError
-from cytearc.storage.finite_values import check_finite
+from cytearc.storage.finite_values import validate_finite
 from cytepool._versions import UNKNOWN_VERSION, package_version
 from cytepool._warnings import warn_user
 from cytepool.block_checks import first_nonfinite
-from cytepool.cube.tasks import check_layer_block
+from cytepool.cube.tasks import validate_layer_block
 from cytepool.errors import NonFiniteValueError
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -78,7 +78,7 @@ def test_one_finite_value_checker_serves_both_packages() -> None:
     block[1, 2, 3] = np.nan
     assert first_nonfinite(block) == (1, 2, 0)
     with pytest.raises(NonFiniteValueError, match=r"holds inf at \(group, sample, feature\) \(1, 2, 0\)"):
-        check_layer_block(block, name="log_sum", nonnegative=False)
+        validate_layer_block(block, name="log_sum", nonnegative=False)
     with pytest.raises(NonFiniteArtifactError, match="holds inf at row 11") as info:
-        check_finite(block[1], operation="pca", array="coords", first_row=9)
+        validate_finite(block[1], operation="pca", array="coords", first_row=9)
     assert info.value.row == 11

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from cytearc.engine.arrays import aligned_rows, check_aligned, open_lazy, store_aligned
+from cytearc.engine.arrays import aligned_rows, open_lazy, store_aligned, validate_aligned
 from cytearc.errors import MemBudgetError, ShardAlignmentError
 
 
@@ -55,9 +55,9 @@ def test_aligned_store_writes_every_value() -> None:
 def test_check_aligned_on_both_axes() -> None:
     """Columns must be whole shards too."""
     z = _array(shape=(100, 100), shards=(50, 50), chunks=(25, 25))
-    check_aligned(((50, 50), (100,)), z, where="ok")
+    validate_aligned(((50, 50), (100,)), z, where="ok")
     with pytest.raises(ShardAlignmentError, match="axis 1"):
-        check_aligned(((100,), (30, 70)), z, where="bad")
+        validate_aligned(((100,), (30, 70)), z, where="bad")
 
 
 def test_aligned_rows_fit_the_budget() -> None:

@@ -347,7 +347,7 @@ def test_first_claim(root: zarr.Group, store_path: Path) -> None:
     """The first claim is 00000001.json holding the canonical JSON of the claim document."""
     record = new_run(root, label="baseline")
     assert ledger.label_owner(root, "baseline", where=WHERE) is None
-    ledger.check_label_available(root, label="baseline", where=WHERE)
+    ledger.validate_label_available(root, label="baseline", where=WHERE)
     claim = ledger.claim_label(root, label="baseline", run_id=record.run_id, where=WHERE)
     assert claim.run_id == record.run_id
     assert claim_files(store_path, "baseline") == ["00000001.json"]
@@ -383,7 +383,7 @@ def test_label_taken_by_a_completed_run(root: zarr.Group, store_path: Path) -> N
     finish(root, first, status="completed")
     second = new_run(root, label="baseline")
     with pytest.raises(LabelTakenError, match=f"belongs to completed run {first.run_id}"):
-        ledger.check_label_available(root, label="baseline", where=WHERE)
+        ledger.validate_label_available(root, label="baseline", where=WHERE)
     with pytest.raises(LabelTakenError):
         ledger.claim_label(root, label="baseline", run_id=second.run_id, where=WHERE)
     assert claim_files(store_path, "baseline") == ["00000001.json"]
@@ -399,7 +399,7 @@ def test_label_blocked_by_a_running_owner(root: zarr.Group, store_path: Path) ->
         ledger.claim_label(root, label="baseline", run_id=second.run_id, where=WHERE)
     assert remedy in str(error.value)
     with pytest.raises(LabelClaimBlockedError):
-        ledger.check_label_available(root, label="baseline", where=WHERE)
+        ledger.validate_label_available(root, label="baseline", where=WHERE)
     assert claim_files(store_path, "baseline") == ["00000001.json"]
 
 
@@ -425,7 +425,7 @@ def test_bypass_of_ended_predecessor(root: zarr.Group, store_path: Path, ending:
     else:
         finish(root, first, status=ending)
     second = new_run(root, label="baseline")
-    ledger.check_label_available(root, label="baseline", where=WHERE)
+    ledger.validate_label_available(root, label="baseline", where=WHERE)
     ledger.claim_label(root, label="baseline", run_id=second.run_id, where=WHERE)
     assert claim_files(store_path, "baseline") == ["00000001.json", "00000002.json"]
     assert (first_claim.read_bytes(), first_claim.stat().st_mtime_ns) == before
@@ -494,7 +494,7 @@ def test_damaged_latest_claim_fails_closed(root: zarr.Group, store_path: Path) -
         ledger.label_owner(root, "baseline", where=WHERE)
     (claims_dir(store_path, "baseline") / "00000003.json").write_bytes(b"{")
     with pytest.raises(PipelineRecordError, match="not JSON"):
-        ledger.check_label_available(root, label="baseline", where=WHERE)
+        ledger.validate_label_available(root, label="baseline", where=WHERE)
 
 
 def _racing_runs(root: zarr.Group, *, labels: int, racers: int) -> dict[str, list[str]]:

@@ -28,8 +28,8 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "ROOT_ATTRIBUTES",
-    "check_array",
     "column_array_names",
+    "validate_array",
 ]
 
 FORMAT: Final = "cytepool.cube"
@@ -82,7 +82,7 @@ def _codecs_ok(meta: ArrayV3Metadata, itemsize: int) -> bool:
     return len(rest) == 0 or (len(rest) == 1 and isinstance(rest[0], GzipCodec | ZstdCodec))
 
 
-def check_array(
+def validate_array(
     array: zarr.Array[Any],
     *,
     where: str,
