@@ -88,6 +88,27 @@ def run_demo(
     ``figures/`` and ``summary.json``. Run again into the same folder with the
     same parameters, it reopens the store and reuses every analysis artifact.
 
+    Parameters
+    ----------
+    out
+        The output folder (created if missing).
+    n_cells, n_genes
+        The size of the generated dataset.
+    seed
+        The seed of the generated dataset.
+    mem_budget, workers, cluster
+        The engine (see :class:`~cytearc.DataStore`); None for the default
+        local cluster.
+    show_progress
+        Progress bars for the generation, the import and the analysis.
+
+    Returns
+    -------
+    dict
+        The summary, as written to ``summary.json``: the store, the run and
+        its stages, the clusters and their adjusted Rand index to the cell
+        types, the cube, the limma-voom results per cluster and the figures.
+
     Raises
     ------
     DestinationExistsError
@@ -153,7 +174,19 @@ def run_demo(
 
 
 def describe(summary: dict[str, Any]) -> str:
-    """The summary in a few lines."""
+    """The summary in a few lines.
+
+    Parameters
+    ----------
+    summary
+        What :func:`run_demo` returns.
+
+    Returns
+    -------
+    str
+        The store, the clusters, the cube, a table of limma-voom results per
+        cluster and where the figures are.
+    """
     de = pd.DataFrame(summary["de"]["groups"])
     lines = [
         (

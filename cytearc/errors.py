@@ -139,8 +139,24 @@ class ReservedColumnError(CyteArcError):
 class UnmeasuredCellsError(CyteArcError):
     """An operation would read an assay's values for cells the assay did not measure.
 
-    Attributes ``operation``, ``assay``, ``column``, ``unmeasured`` (how many),
-    ``selected`` (how many), ``remedy`` and ``cell_key`` name the refusal.
+    Each parameter is kept as the attribute of its name.
+
+    Parameters
+    ----------
+    operation
+        The refused operation.
+    assay
+        The assay.
+    column
+        The assay's membership column (``<assay>_I``).
+    unmeasured
+        How many selected cells the assay did not measure.
+    selected
+        How many cells were selected.
+    remedy
+        What to do instead, as code to paste.
+    cell_key
+        The cell column that selected the cells, when one did.
     """
 
     def __init__(  # noqa: PLR0917 (each attribute is named in the seed)
@@ -181,6 +197,17 @@ class NonFiniteArtifactError(CyteArcError):
     """An artifact array holds NaN or infinity; nothing is published.
 
     Attributes ``operation``, ``array`` and ``row`` name the first bad value.
+
+    Parameters
+    ----------
+    operation
+        The operation producing the artifact.
+    array
+        The payload array.
+    row
+        The row of the first bad value.
+    value
+        That value.
     """
 
     def __init__(self, *, operation: str, array: str, row: int, value: float) -> None:

@@ -29,6 +29,20 @@ def canonical(value: Any) -> Any:  # noqa: ANN401 (a JSON value)
 class ArtifactRef:
     """Where an artifact lives: ``{scope}/artifacts/{kind}/{artifact_id}``.
 
+    Parameters
+    ----------
+    scope
+        An assay name, or ``""`` (:data:`DATASTORE_SCOPE`) for the datastore.
+    kind
+        The artifact kind (``pca``, ``cell_selection``, ...).
+    artifact_id
+        64 lowercase hex digits.
+
+    Raises
+    ------
+    ArtifactError
+        A part is not of that form.
+
     Examples
     --------
     >>> ref = ArtifactRef("RNA", "pca", "ab" * 32)
@@ -62,7 +76,23 @@ class ArtifactRef:
 
     @classmethod
     def parse(cls, value: str | ArtifactRef) -> ArtifactRef:
-        """A reference from its path (or itself)."""
+        """A reference from its path (or itself).
+
+        Parameters
+        ----------
+        value
+            ``[<assay>/]artifacts/<kind>/<id>``, or a reference.
+
+        Returns
+        -------
+        ArtifactRef
+            The reference.
+
+        Raises
+        ------
+        ArtifactError
+            ``value`` is not such a path.
+        """
         if isinstance(value, ArtifactRef):
             return value
         parts = str(value).strip("/").split("/")
@@ -74,12 +104,29 @@ class ArtifactRef:
         raise ArtifactError(msg)
 
     def to_json(self) -> dict[str, str]:
-        """The JSON form provenance inputs record."""
+        """The JSON form provenance inputs record.
+
+        Returns
+        -------
+        dict of str to str
+            ``{"scope", "kind", "artifactId"}``.
+        """
         return {"scope": self.scope, "kind": self.kind, "artifactId": self.artifact_id}
 
     @classmethod
     def from_json(cls, value: object) -> ArtifactRef | None:
-        """A reference from its JSON form, or None when ``value`` is not one."""
+        """A reference from its JSON form, or None when ``value`` is not one.
+
+        Parameters
+        ----------
+        value
+            A JSON value, such as a provenance input.
+
+        Returns
+        -------
+        ArtifactRef or None
+            The reference, when ``value`` has exactly the keys of :meth:`to_json`.
+        """
         if isinstance(value, dict) and set(value) == {"scope", "kind", "artifactId"}:
             return cls(value["scope"], value["kind"], value["artifactId"])
         return None
@@ -96,6 +143,23 @@ def make_provenance(
 
     ``revision`` is recorded only from 2 on, so artifacts of revision 1 keep
     their identities.
+
+    Parameters
+    ----------
+    operation
+        The operation's name (``features.normalize``, ...).
+    parameters
+        Its parameters, as JSON values.
+    inputs
+        Its inputs: artifact references or fingerprints.
+    revision
+        The revision of the operation's algorithm.
+
+    Returns
+    -------
+    dict
+        ``{operation, parameters, inputs[, revision]}``, as their RFC 8785
+        canonical JSON reads back.
     """
     provenance: dict[str, Any] = {
         "operation": operation,

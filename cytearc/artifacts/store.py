@@ -67,7 +67,17 @@ _COMPRESSOR: Final = ZstdCodec(level=3)
 
 @dataclass(frozen=True)
 class Artifact:
-    """A published artifact: its reference, attributes and arrays."""
+    """A published artifact: its reference, attributes and arrays.
+
+    Parameters
+    ----------
+    ref
+        Where it lives.
+    group
+        Its group.
+    attrs
+        Its attributes, as read when it was opened.
+    """
 
     ref: ArtifactRef
     group: zarr.Group
@@ -84,7 +94,13 @@ class Artifact:
         return dict(self.provenance["parameters"])
 
     def inputs(self) -> dict[str, ArtifactRef]:
-        """The upstream artifacts among the provenance inputs."""
+        """The upstream artifacts among the provenance inputs.
+
+        Returns
+        -------
+        dict of str to ArtifactRef
+            By input name.
+        """
         out = {}
         for name, value in self.provenance["inputs"].items():
             ref = ArtifactRef.from_json(value)
@@ -93,7 +109,23 @@ class Artifact:
         return out
 
     def array(self, name: str) -> zarr.Array[Any]:
-        """One payload array."""
+        """One payload array.
+
+        Parameters
+        ----------
+        name
+            The array's name.
+
+        Returns
+        -------
+        zarr.Array
+            The array.
+
+        Raises
+        ------
+        ArtifactError
+            The artifact has no array of that name.
+        """
         node = self.group.get(name)
         if not isinstance(node, zarr.Array):
             msg = f"{self.ref}: no array {name!r}; it holds {sorted(self.group.array_keys())}"
@@ -101,11 +133,33 @@ class Artifact:
         return node
 
     def read(self, name: str) -> np.ndarray:
-        """A small payload array, whole (never a count matrix or normalized data)."""
+        """A small payload array, whole (never a count matrix or normalized data).
+
+        Parameters
+        ----------
+        name
+            The array's name.
+
+        Returns
+        -------
+        numpy.ndarray
+            Its values.
+        """
         return np.asarray(self.array(name)[...])
 
     def lazy(self, name: str) -> da.Array:
-        """A payload array as a Dask array whose blocks are its chunks."""
+        """A payload array as a Dask array whose blocks are its chunks.
+
+        Parameters
+        ----------
+        name
+            The array's name.
+
+        Returns
+        -------
+        dask.array.Array
+            The lazy array.
+        """
         return open_lazy(self.array(name))
 
     def __repr__(self) -> str:
@@ -130,6 +184,18 @@ def _check_attrs(attrs: dict[str, Any], ref: ArtifactRef) -> None:
 
 def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
     """The published artifact at ``ref``.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    ref
+        The artifact's reference or path.
+
+    Returns
+    -------
+    Artifact
+        The artifact.
 
     Raises
     ------
@@ -168,7 +234,24 @@ def _kind_groups(root: zarr.Group, scope: str, kind: str | None) -> Iterator[tup
 def list_artifacts(
     root: zarr.Group, *, scopes: list[str], kind: str | None = None
 ) -> list[Artifact]:
-    """Published artifacts of ``scopes`` (``""`` for the datastore), oldest first."""
+    """Published artifacts of ``scopes`` (``""`` for the datastore), oldest first.
+
+    Unpublished or unreadable groups are left out.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    scopes
+        Assay names, and ``""`` for the datastore.
+    kind
+        Only artifacts of this kind.
+
+    Returns
+    -------
+    list of Artifact
+        The artifacts, by creation time.
+    """
     out = []
     for scope in scopes:
         for kind_name, artifact_id in _kind_groups(root, scope, kind):
@@ -182,7 +265,27 @@ def list_artifacts(
 def find_reusable(
     root: zarr.Group, *, scope: str, kind: str, provenance: dict[str, Any]
 ) -> Artifact | None:
-    """The oldest published artifact whose whole provenance mapping equals ``provenance``."""
+    """The oldest published artifact whose whole provenance mapping equals ``provenance``.
+
+    An artifact whose recorded ``revision`` is not an integer of 2 or more is
+    never reused.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    scope
+        The scope to look in.
+    kind
+        The kind to look for.
+    provenance
+        The provenance the artifact must record.
+
+    Returns
+    -------
+    Artifact or None
+        The artifact, or None when there is none.
+    """
     for artifact in list_artifacts(root, scopes=[scope], kind=kind):
         recorded = artifact.attrs["provenance"]
         if "revision" in recorded and (
@@ -198,7 +301,23 @@ def find_reusable(
 
 @dataclass
 class PlanReceipt:
-    """How a planned artifact was satisfied: ``reused`` or ``created``, with the plans it made."""
+    """How a planned artifact was satisfied: ``reused`` or ``created``, with the plans it made.
+
+    Parameters
+    ----------
+    operation
+        The operation that planned it.
+    kind
+        The artifact's kind.
+    scope
+        The artifact's scope.
+    artifact_id
+        The artifact's id, once known.
+    disposition
+        ``reused`` or ``created``, once known.
+    nested
+        The receipts of the artifacts its production planned.
+    """
 
     operation: str
     kind: str
@@ -208,7 +327,13 @@ class PlanReceipt:
     nested: list[PlanReceipt] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """The stage record's plan entry."""
+        """The stage record's plan entry.
+
+        Returns
+        -------
+        dict
+            ``{operation, kind, scope, artifactId, disposition, nested}``.
+        """
         return {
             "operation": self.operation,
             "kind": self.kind,
@@ -226,7 +351,13 @@ _receipts: contextvars.ContextVar[list[PlanReceipt] | None] = contextvars.Contex
 
 @contextlib.contextmanager
 def planning_receipts() -> Iterator[list[PlanReceipt]]:
-    """Collect the receipts of the artifacts planned inside the block (the pipeline's ledger)."""
+    """Collect the receipts of the artifacts planned inside the block (the pipeline's ledger).
+
+    Yields
+    ------
+    list of PlanReceipt
+        The receipts, filled in as the block plans artifacts.
+    """
     receipts: list[PlanReceipt] = []
     token = _receipts.set(receipts)
     try:
@@ -236,7 +367,19 @@ def planning_receipts() -> Iterator[list[PlanReceipt]]:
 
 
 class ArtifactWriter:
-    """The payload of one artifact being produced (unpublished until :func:`produce` returns)."""
+    """The payload of one artifact being produced (unpublished until :func:`produce` returns).
+
+    Parameters
+    ----------
+    group
+        The artifact's unpublished group.
+    ref
+        Its reference.
+    operation
+        The operation producing it, for messages.
+    compute
+        Computes Dask collections (the engine's), returning their results.
+    """
 
     def __init__(
         self,
@@ -261,7 +404,31 @@ class ArtifactWriter:
         finite: bool = True,
         attributes: dict[str, Any] | None = None,
     ) -> zarr.Array[Any]:
-        """Store a small array now, checking finite values first."""
+        """Store a small array now, checking finite values first.
+
+        Parameters
+        ----------
+        name
+            The array's name.
+        values
+            Its values; text is stored as variable-length UTF-8 strings.
+        chunks
+            Its chunk shape; default one chunk.
+        finite
+            Refuse NaN and infinity.
+        attributes
+            The array's attributes.
+
+        Returns
+        -------
+        zarr.Array
+            The stored array.
+
+        Raises
+        ------
+        NonFiniteArtifactError
+            ``finite`` and a value is NaN or infinite.
+        """
         values = np.asarray(values)
         if finite:
             validate_finite(values, operation=self.operation, array=name)
@@ -287,7 +454,21 @@ class ArtifactWriter:
         finite: bool = True,
         attributes: dict[str, Any] | None = None,
     ) -> None:
-        """Plan the write of a Dask array (rechunked to ``chunks``), run at publication."""
+        """Plan the write of a Dask array (rechunked to ``chunks``), run at publication.
+
+        Parameters
+        ----------
+        name
+            The array's name.
+        x
+            Its values.
+        chunks
+            Its chunk shape; each task writes whole chunks.
+        finite
+            Refuse NaN and infinity (checked block by block as it is written).
+        attributes
+            The array's attributes.
+        """
         x = x.rechunk(chunks)
         if finite:
             x = checked_blocks(x, operation=self.operation, array=name)
@@ -305,6 +486,16 @@ class ArtifactWriter:
         """Compute the planned writes together with ``extra`` collections; the results of ``extra``.
 
         One graph, so a block that both a write and a statistic need is read once.
+
+        Parameters
+        ----------
+        *extra
+            Dask collections to compute with the writes.
+
+        Returns
+        -------
+        tuple
+            The results of ``extra``, in order.
         """
         pending, self._pending = self._pending, []
         if not pending and not extra:
@@ -349,6 +540,37 @@ def produce(
     planned Dask writes run through ``compute`` (the engine's, called with
     Dask collections, returning their results). A failure
     before publication deletes the group and re-raises.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    scope
+        An assay name, or ``""`` for the datastore.
+    kind
+        The artifact's kind.
+    provenance
+        Its provenance (:func:`~cytearc.artifacts.make_provenance`).
+    build
+        Writes the payload.
+    compute
+        Computes Dask collections, returning their results.
+    execution_options
+        The engine's settings, recorded for diagnosis.
+    invalidate_cache
+        Create a new artifact even when one with this provenance exists.
+    where
+        The store's location, for messages.
+
+    Returns
+    -------
+    Artifact
+        The reused or newly published artifact.
+
+    Raises
+    ------
+    ReadOnlyStoreError
+        There is no artifact to reuse and the store is read-only.
     """
     receipt = PlanReceipt(str(provenance["operation"]), kind, scope or DATASTORE_SCOPE)
     outer = _receipts.get()
@@ -385,13 +607,34 @@ def produce(
 
 @dataclass(frozen=True)
 class Lineage:
-    """An artifact and the chain of artifacts it was computed from; prints as a tree."""
+    """An artifact and the chain of artifacts it was computed from; prints as a tree.
+
+    Parameters
+    ----------
+    artifact
+        The artifact.
+    parents
+        The lineage of each upstream artifact, by input name.
+    """
 
     artifact: Artifact
     parents: dict[str, Lineage]
 
     def lines(self, *, depth: int = 0, name: str = "") -> list[str]:
-        """The tree, one artifact per line, inputs indented under what used them."""
+        """The tree, one artifact per line, inputs indented under what used them.
+
+        Parameters
+        ----------
+        depth
+            The indentation of this artifact's line.
+        name
+            The input name this artifact is known by, shown before it.
+
+        Returns
+        -------
+        list of str
+            The lines.
+        """
         p = self.artifact.provenance
         label = f"{name}: " if name else ""
         out = [f"{'  ' * depth}{label}{p['operation']} -> {self.artifact.ref}"]
@@ -404,6 +647,24 @@ class Lineage:
 
 
 def lineage(root: zarr.Group, ref: ArtifactRef | str) -> Lineage:
-    """The upstream chain of ``ref``; a missing or unpublished input fails closed."""
+    """The upstream chain of ``ref``; a missing or unpublished input fails closed.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    ref
+        The artifact.
+
+    Returns
+    -------
+    Lineage
+        The artifact and its inputs, recursively.
+
+    Raises
+    ------
+    MissingArtifactError, IncompleteArtifactError
+        An artifact of the chain is missing or unpublished.
+    """
     artifact = open_artifact(root, ref)
     return Lineage(artifact, {k: lineage(root, v) for k, v in artifact.inputs().items()})

@@ -151,7 +151,23 @@ CodeArray = npt.NDArray[np.int8]
 
 @dataclass(frozen=True, kw_only=True)
 class Params:
-    """What to generate (see the module docstring for the model)."""
+    """What to generate (see the module docstring for the model).
+
+    Parameters
+    ----------
+    n_cells, n_genes
+        The size of the matrix.
+    seed
+        Everything is drawn from it.
+    n_types
+        Cell types, each with its own marker genes (1 to 127).
+    n_markers
+        Marker genes per cell type.
+    n_donors
+        Donors, each with a ``ctrl`` and a ``stim`` sample (1 to 127).
+    nonzero
+        Expected fraction of non-zero counts, in (0, 0.9).
+    """
 
     n_cells: int
     n_genes: int
@@ -164,7 +180,14 @@ class Params:
     """Expected fraction of non-zero counts."""
 
     def validate(self) -> None:
-        """Raise :class:`~cytearc.errors.OperationArgumentError` when the sizes cannot hold the planted structure."""
+        """Raise :class:`~cytearc.errors.OperationArgumentError` when the sizes cannot hold the planted structure.
+
+        Raises
+        ------
+        OperationArgumentError
+            A size is out of range, or the genes cannot hold the markers and
+            response genes in their more expressed half.
+        """
         if self.n_cells < 1 or self.n_genes < 1:
             msg = f"n_cells, n_genes: need at least one cell and one gene, got {self.n_cells} x {self.n_genes}; raise them"
             raise OperationArgumentError(msg)
@@ -187,7 +210,13 @@ class Params:
             raise OperationArgumentError(msg)
 
     def to_json(self) -> dict[str, Any]:
-        """The parameters as recorded in the truth record."""
+        """The parameters as recorded in the truth record.
+
+        Returns
+        -------
+        dict
+            The parameters, the chunk size and :data:`GENERATOR_VERSION`.
+        """
         return {
             "n_cells": self.n_cells,
             "n_genes": self.n_genes,
@@ -203,7 +232,28 @@ class Params:
 
 @dataclass(frozen=True, kw_only=True)
 class Model:
-    """Everything per gene and per cell, drawn once; chunks of counts are drawn from it."""
+    """Everything per gene and per cell, drawn once; chunks of counts are drawn from it.
+
+    Made by :func:`build_model`; each field is described below its declaration.
+
+    Parameters
+    ----------
+    params
+        What was generated.
+    gene_ids, gene_names
+        One per gene.
+    type_names, donor_names
+        One per cell type and per donor.
+    dispersion, profiles, markers, response, mito, ribosomal
+        Per gene and per profile (see the attributes).
+    cell_type, donor, condition
+        The int8 codes of each cell.
+    library
+        Expected library size of each cell (after scaling).
+    library_scale
+        The scale solved for so that ``params.nonzero`` of the counts are
+        expected to be non-zero.
+    """
 
     params: Params
     gene_ids: list[str]
@@ -230,20 +280,48 @@ class Model:
     library_scale: float
 
     def profile_rows(self, cells: slice) -> IntArray:
-        """The row of :attr:`profiles` of each cell."""
+        """The row of :attr:`profiles` of each cell.
+
+        Parameters
+        ----------
+        cells
+            A run of cells.
+
+        Returns
+        -------
+        numpy.ndarray
+            One int64 row index per cell.
+        """
         t = self.cell_type[cells].astype(np.int64)
         d = self.donor[cells].astype(np.int64)
         c = self.condition[cells].astype(np.int64)
         return (t * self.params.n_donors + d) * len(CONDITIONS) + c
 
     def means(self, cells: slice) -> F32Array:
-        """Expected counts of the cells (dense, cells x genes, float32)."""
+        """Expected counts of the cells (dense, cells x genes, float32).
+
+        Parameters
+        ----------
+        cells
+            A run of cells.
+
+        Returns
+        -------
+        numpy.ndarray
+            The expected counts, float32, cells x genes.
+        """
         means: F32Array = self.profiles[self.profile_rows(cells)]
         means *= self.library[cells, None]
         return means
 
     def barcodes(self) -> list[str]:
-        """Unique 16-base barcodes (a bijection of the cell number) with the sample number as suffix."""
+        """Unique 16-base barcodes (a bijection of the cell number) with the sample number as suffix.
+
+        Returns
+        -------
+        list of str
+            One barcode per cell, such as ``AAAAAAAAAAAAAAAA-1``.
+        """
         n_cells = self.params.n_cells
         bases = np.frombuffer(b"ACGT", dtype=np.uint8)
         # an odd multiplier modulo 4**16 is a bijection, so the barcodes never collide
@@ -291,6 +369,11 @@ def build_model(params: Params) -> Model:
     -------
     Model
         The per-gene and per-cell parameters the counts are drawn from.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``params`` fails :meth:`Params.validate`.
     """
     params.validate()
     rng = np.random.default_rng([params.seed, 0])
@@ -412,7 +495,21 @@ def _nb_nonzero(means: FloatArray, r: FloatArray, u: FloatArray) -> IntArray:
 
 @dataclass(frozen=True, kw_only=True)
 class Chunk:
-    """Counts of a run of cells as CSR pieces (cell-local rows, sorted by cell then gene)."""
+    """Counts of a run of cells as CSR pieces (cell-local rows, sorted by cell then gene).
+
+    Parameters
+    ----------
+    first_cell
+        The first cell of the run.
+    n_cells
+        The cells in the run.
+    indptr
+        CSR row pointers, ``n_cells + 1`` of them, from 0.
+    genes
+        The gene of each non-zero count.
+    values
+        The non-zero counts (int32).
+    """
 
     first_cell: int
     n_cells: int
@@ -422,7 +519,20 @@ class Chunk:
 
 
 def draw_chunk(model: Model, index: int) -> Chunk:
-    """The counts of chunk ``index`` (cells ``index * CHUNK_CELLS`` onward), from its own stream."""
+    """The counts of chunk ``index`` (cells ``index * CHUNK_CELLS`` onward), from its own stream.
+
+    Parameters
+    ----------
+    model
+        The model the counts are drawn from.
+    index
+        The chunk's number, from 0.
+
+    Returns
+    -------
+    Chunk
+        Its counts.
+    """
     p = model.params
     first = index * CHUNK_CELLS
     cells = slice(first, min(first + CHUNK_CELLS, p.n_cells))
@@ -450,7 +560,18 @@ def draw_chunk(model: Model, index: int) -> Chunk:
 
 
 def iter_chunks(model: Model) -> Iterator[Chunk]:
-    """Every chunk of cells, in order."""
+    """Every chunk of cells, in order.
+
+    Parameters
+    ----------
+    model
+        The model the counts are drawn from.
+
+    Yields
+    ------
+    Chunk
+        The counts of :data:`CHUNK_CELLS` cells (fewer in the last chunk).
+    """
     for index in range(-(-model.params.n_cells // CHUNK_CELLS)):
         yield draw_chunk(model, index)
 
@@ -489,7 +610,19 @@ def _truth(model: Model, *, n_values: int, total_counts: int) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class SyntheticDataset:
-    """A generated dataset in memory, with the truth it was drawn from."""
+    """A generated dataset in memory, with the truth it was drawn from.
+
+    Parameters
+    ----------
+    counts
+        Cells x genes.
+    cells
+        The cell table.
+    features
+        The feature table.
+    truth
+        What the dataset was drawn from.
+    """
 
     counts: sp.csr_matrix
     """Cells x genes, int32, canonical CSR."""
@@ -651,6 +784,15 @@ def write_store(
     -------
     Path
         The store's path.
+
+    Raises
+    ------
+    OperationArgumentError
+        The genes cannot hold the markers and response genes, or a parameter
+        is out of range (nothing is written).
+    DestinationExistsError
+        ``path`` holds anything but a CyteArc store that ``overwrite`` may
+        replace.
 
     Examples
     --------
@@ -835,6 +977,11 @@ def write_dataset(params: Params, out: Path, *, show_progress: bool = False) -> 
     -------
     dict
         The truth record, as written to ``truth.json``.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``params`` fails :meth:`Params.validate` (nothing is written).
     """
     model = build_model(params)
     out.mkdir(parents=True, exist_ok=True)
@@ -889,7 +1036,20 @@ def write_dataset(params: Params, out: Path, *, show_progress: bool = False) -> 
 
 
 def is_complete(out: Path, params: Params) -> bool:
-    """Whether ``out`` holds a finished dataset of exactly these parameters and this generator version."""
+    """Whether ``out`` holds a finished dataset of exactly these parameters and this generator version.
+
+    Parameters
+    ----------
+    out
+        The folder :func:`write_dataset` wrote.
+    params
+        The parameters asked for.
+
+    Returns
+    -------
+    bool
+        True when ``COMPLETE`` exists and ``truth.json`` records ``params``.
+    """
     if not (out / _COMPLETE).is_file():
         return False
     try:

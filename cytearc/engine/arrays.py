@@ -33,6 +33,23 @@ def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
 def open_lazy(array: zarr.Array[Any], *, rows_per_block: int | None = None) -> da.Array:
     """``array`` as a Dask array whose blocks are its shards (or whole multiples along axis 0).
 
+    Parameters
+    ----------
+    array
+        A Zarr array, sharded or not (then its chunks are the unit).
+    rows_per_block
+        Rows of each block, a multiple of the shard's rows; default one shard.
+
+    Returns
+    -------
+    dask.array.Array
+        The lazy array; nothing is read until it is computed.
+
+    Raises
+    ------
+    ShardAlignmentError
+        ``rows_per_block`` is not a multiple of the shard's rows.
+
     Examples
     --------
     >>> import numpy as np, zarr
@@ -81,6 +98,22 @@ def write_block(
 
     The one way a task stores into a sharded array (graphs use
     :func:`store_aligned`, which checks every block the same way).
+
+    Parameters
+    ----------
+    array
+        The target array.
+    block
+        The values.
+    start
+        The index of the block's first element in ``array``.
+    where
+        The array's location, for the message.
+
+    Raises
+    ------
+    ShardAlignmentError
+        The block does not start and end on shard boundaries (or the array's edge).
     """
     unit = storage_block(array)
     for axis, (begin, size, step, length) in enumerate(
@@ -99,7 +132,24 @@ def write_block(
 def store_aligned(x: da.Array, array: zarr.Array[Any], *, where: str = "store") -> Delayed:
     """A lazy write of ``x`` into ``array``, each task owning whole shards.
 
-    Returns the delayed write, to be computed on the engine.
+    Parameters
+    ----------
+    x
+        The values, of ``array``'s shape, in blocks of whole shards.
+    array
+        The target array.
+    where
+        The array's location, for the message.
+
+    Returns
+    -------
+    dask.delayed.Delayed
+        The write, to be computed on the engine.
+
+    Raises
+    ------
+    ShardAlignmentError
+        The shapes differ, or a block of ``x`` ends inside a shard.
     """
     if tuple(x.shape) != tuple(array.shape):
         msg = f"{where}: shape {tuple(x.shape)} does not match the array's {tuple(array.shape)}"
@@ -117,6 +167,29 @@ def aligned_rows(
     ``copies`` charges what a task holds besides its result (decoded and
     encoded chunks, a transposed copy). At most ``n_rows`` rounded up to a
     whole shard.
+
+    Parameters
+    ----------
+    budget
+        The memory of one worker, in bytes.
+    row_bytes
+        The bytes of one row as the task holds it.
+    shard_rows
+        The rows of one shard (or any unit the band must be a multiple of).
+    n_rows
+        The rows of the array.
+    copies
+        How many copies of a band a task holds at once.
+
+    Returns
+    -------
+    int
+        The rows per band.
+
+    Raises
+    ------
+    MemBudgetError
+        Not even one shard fits the budget.
 
     Examples
     --------

@@ -55,6 +55,17 @@ def parse_mem_budget(value: str | int | float | None, *, total: int | None = Non
     total
         Memory to take fractions of; detected when omitted.
 
+    Returns
+    -------
+    int
+        The budget in bytes.
+
+    Raises
+    ------
+    MemBudgetError
+        ``value`` (or ``CYTEARC_MEM_BUDGET``) is not a positive size or a
+        fraction in (0, 1].
+
     Examples
     --------
     >>> parse_mem_budget("8G"), parse_mem_budget("1GiB"), parse_mem_budget(4096)
@@ -104,6 +115,24 @@ def _as_fraction(value: object) -> float | None:
 def parse_workers(value: int | str | None, *, budget: int) -> int:
     """Number of worker processes: given, ``CYTEARC_WORKERS``, or the cores the budget can feed.
 
+    Parameters
+    ----------
+    value
+        The number of workers (an int or a string of digits), or None for
+        ``CYTEARC_WORKERS``, else as many cores as the budget gives 256 MiB.
+    budget
+        The total memory budget in bytes.
+
+    Returns
+    -------
+    int
+        The number of workers, at least 1.
+
+    Raises
+    ------
+    MemBudgetError
+        ``value`` (or ``CYTEARC_WORKERS``) is not a positive whole number.
+
     Examples
     --------
     >>> parse_workers(3, budget=4 * 2**30)
@@ -132,7 +161,15 @@ def parse_workers(value: int | str | None, *, budget: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
-    """A memory budget split over worker processes."""
+    """A memory budget split over worker processes.
+
+    Parameters
+    ----------
+    total
+        The memory of all workers together, in bytes.
+    workers
+        The number of worker processes.
+    """
 
     total: int
     workers: int
@@ -150,6 +187,23 @@ def resolve_budget(
     mem_budget: str | int | float | None = None, workers: int | str | None = None
 ) -> Budget:
     """The :class:`Budget` of the arguments or the environment; refuses workers below 256 MiB.
+
+    Parameters
+    ----------
+    mem_budget
+        The total memory (see :func:`parse_mem_budget`).
+    workers
+        The number of workers (see :func:`parse_workers`).
+
+    Returns
+    -------
+    Budget
+        The budget.
+
+    Raises
+    ------
+    MemBudgetError
+        A value cannot be parsed, or a worker would get less than 256 MiB.
 
     Examples
     --------

@@ -37,10 +37,18 @@ _external: dict[str, Engine] = {}
 class Engine:
     """A Dask client with the budget it plans by.
 
-    ``budget`` is None on an external cluster whose memory CyteArc did not
-    set; plans then use the workers' own memory limits (:meth:`worker_memory`).
-    ``client`` is None for Dask's threaded scheduler in this process
-    (``cluster="threads"``), where the budget is that of the whole process.
+    Parameters
+    ----------
+    client
+        The client of the cluster, or None for Dask's threaded scheduler in
+        this process (``cluster="threads"``), where the budget is that of the
+        whole process.
+    budget
+        The budget plans are sized by, or None on an external cluster whose
+        memory CyteArc did not set; plans then use the workers' own memory
+        limits (:meth:`worker_memory`).
+    local
+        The local cluster this engine started, which :func:`shutdown` closes.
     """
 
     client: Client | None
@@ -53,7 +61,18 @@ class Engine:
         return None if self.client is None else cast("str | None", self.client.dashboard_link)
 
     def worker_memory(self) -> int:
-        """The smallest memory limit among the workers (bytes): what one task may plan for."""
+        """The smallest memory limit among the workers (bytes): what one task may plan for.
+
+        Returns
+        -------
+        int
+            Bytes.
+
+        Raises
+        ------
+        EngineConfigError
+            A worker of an external cluster has no memory limit.
+        """
         if self.budget is not None:
             return self.budget.per_worker
         assert self.client is not None
@@ -69,7 +88,13 @@ class Engine:
         return int(min(limits))
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
-        """A context in which Dask's current scheduler is this engine (for code that computes itself)."""
+        """A context in which Dask's current scheduler is this engine (for code that computes itself).
+
+        Returns
+        -------
+        contextlib.AbstractContextManager
+            The context.
+        """
         if self.client is None:
             return dask.config.set(scheduler="threads")
         return self.client.as_current()
@@ -81,6 +106,18 @@ class Engine:
         threaded scheduler with one thread per budgeted worker: every task
         has ended when it returns, also after a failure, and tasks use one
         BLAS thread.
+
+        Parameters
+        ----------
+        *collections
+            Dask collections (arrays, delayed values, ...).
+        show_progress
+            A progress bar while they compute.
+
+        Returns
+        -------
+        tuple
+            The computed values, one per collection.
         """
         if self.client is not None:
             return compute(*collections, client=self.client, progress=show_progress)
@@ -109,6 +146,12 @@ def get_engine(
         A scheduler address such as ``"tcp://10.0.0.5:8786"``, a
         :class:`distributed.Client`, or ``"threads"`` for Dask's threaded
         scheduler in this process (no cluster).
+
+    Returns
+    -------
+    Engine
+        The engine; the process's local cluster is started on first use and
+        reused after.
 
     Raises
     ------

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, Literal
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import SourceFormatError
+from cytearc.errors import ImportOptionError, SourceFormatError
 from cytearc.io.bands import (
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
@@ -108,10 +108,8 @@ class CsvSource(FileSource):
         band_rows: int = DEFAULT_BAND_ROWS,
     ) -> None:
         if orientation not in {"cells_x_features", "features_x_cells"}:
-            msg = (
-                f"orientation must be 'cells_x_features' or 'features_x_cells', got {orientation!r}"
-            )
-            raise ValueError(msg)
+            msg = f"{path}: orientation must be 'cells_x_features' or 'features_x_cells', found {orientation!r}; pass one of them"
+            raise ImportOptionError(msg)
         self._path = Path(path)
         self._sep = default_separator(self._path) if sep is None else sep
         self._index_col = index_col

@@ -99,20 +99,45 @@ _GROUP_MEMBERS: Final[dict[str, frozenset[str]]] = {
 
 @dataclass(frozen=True, kw_only=True)
 class ColumnEncoding:
-    """A parsed ``cytearc:encoding`` attribute: the type, its version and its fields."""
+    """A parsed ``cytearc:encoding`` attribute: the type, its version and its fields.
+
+    Parameters
+    ----------
+    type
+        The encoding type (the module docstring's table).
+    version
+        The encoding version.
+    fields
+        The type's fields besides ``type`` and ``version``.
+    """
 
     type: str
     version: int = ENCODING_VERSION
     fields: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """The attribute as stored."""
+        """The attribute as stored.
+
+        Returns
+        -------
+        dict
+            ``{"type": ..., "version": ..., **fields}``.
+        """
         return {"type": self.type, "version": self.version, **self.fields}
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class EncodedColumn:
-    """A column ready to store: its encoding and its arrays (one under ``""``, or the group's members)."""
+    """A column ready to store: its encoding and its arrays (one under ``""``, or the group's members).
+
+    Parameters
+    ----------
+    encoding
+        The column's encoding.
+    arrays
+        The array of a one-array type under ``""``, else the group's member
+        arrays by name.
+    """
 
     encoding: ColumnEncoding
     arrays: Mapping[str, np.ndarray]
@@ -120,6 +145,24 @@ class EncodedColumn:
 
 def parse_encoding(value: object, *, where: str) -> ColumnEncoding:
     """Parse a stored ``cytearc:encoding``; raise :class:`StoreFormatError` unless it is known.
+
+    Parameters
+    ----------
+    value
+        The attribute's value.
+    where
+        Names the column in messages.
+
+    Returns
+    -------
+    ColumnEncoding
+        The parsed encoding.
+
+    Raises
+    ------
+    StoreFormatError
+        The value is not an object with a string ``type``, or its type,
+        version or fields are unknown or invalid.
 
     Examples
     --------
@@ -174,6 +217,20 @@ def _validate_fields(kind: str, fields: Mapping[str, Any], *, where: str) -> Non
 
 def encode_column(values: object, *, n_rows: int, where: str) -> EncodedColumn:
     """Encode one column (any sequence, array or :class:`pandas.Series`) of ``n_rows`` values.
+
+    Parameters
+    ----------
+    values
+        The column's values (a Series' index is ignored).
+    n_rows
+        The number of rows of the table.
+    where
+        Names the column in messages.
+
+    Returns
+    -------
+    EncodedColumn
+        The encoding and the arrays to store.
 
     Raises
     ------
@@ -365,7 +422,21 @@ def write_column(
     dimension: str,
     attributes: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write ``column`` as the node ``name`` of ``group`` (replacing any node of that name)."""
+    """Write ``column`` as the node ``name`` of ``group`` (replacing any node of that name).
+
+    Parameters
+    ----------
+    group
+        The table's group.
+    name
+        The column's name.
+    column
+        The encoded column (:func:`encode_column`).
+    dimension
+        The dimension name of the column's arrays (``"cell"`` or ``"feature"``).
+    attributes
+        More attributes of the node; ``cytearc:encoding`` is added.
+    """
     stamped = {**(attributes or {}), ENCODING_ATTRIBUTE: column.encoding.to_json()}
     if name in group:
         del group[name]
@@ -384,7 +455,25 @@ _Node = zarr.Array[Any] | zarr.Group
 
 
 def column_length(node: _Node, *, where: str) -> int:
-    """The number of rows of a stored column."""
+    """The number of rows of a stored column.
+
+    Parameters
+    ----------
+    node
+        The column's array, or its group.
+    where
+        Names the column in messages.
+
+    Returns
+    -------
+    int
+        The number of rows.
+
+    Raises
+    ------
+    StoreFormatError
+        A group whose encoding is unknown or lacks its first member array.
+    """
     if isinstance(node, zarr.Array):
         return int(node.shape[0])
     encoding = parse_encoding(node.attrs.get(ENCODING_ATTRIBUTE), where=where)
@@ -414,6 +503,20 @@ def _checked(values: np.ndarray, kinds: str, *, where: str, expected: str) -> np
 
 def read_column(node: _Node, *, n_rows: int, where: str) -> pd.Series:
     """The lossless :class:`pandas.Series` of a stored column (index 0..n-1, unnamed).
+
+    Parameters
+    ----------
+    node
+        The column's array, or its group.
+    n_rows
+        The number of rows of the table.
+    where
+        Names the column in messages.
+
+    Returns
+    -------
+    pandas.Series
+        The values, with the pandas dtype they were written with.
 
     Raises
     ------
@@ -539,6 +642,16 @@ def as_numpy(series: pd.Series) -> np.ndarray:
     missing value of a nullable or categorical column is NaN for floats and
     integers (which become float64), NaT for datetimes and ``None`` for text
     and booleans (which become objects).
+
+    Parameters
+    ----------
+    series
+        A column as :func:`read_column` returns it.
+
+    Returns
+    -------
+    numpy.ndarray
+        The values, one per row.
 
     Examples
     --------

@@ -27,6 +27,18 @@ def membership_column(cells: MetaData, assay: str) -> str | None:
 
     A column named ``<assay>_I`` without ``role="assay_membership"`` and
     ``assay=<assay>`` is ordinary metadata, not a membership column.
+
+    Parameters
+    ----------
+    cells
+        The cell table.
+    assay
+        The assay's name.
+
+    Returns
+    -------
+    str or None
+        ``<assay>_I``, or None when the assay has no membership column.
     """
     column = f"{assay}_I"
     if column not in cells.columns:
@@ -46,7 +58,42 @@ def validate_measured(
     remedy: str,
     cell_key: str | None = None,
 ) -> None:
-    """Raise :class:`UnmeasuredCellsError` when ``selected`` (a mask) holds a cell ``assay`` did not measure."""
+    """Raise :class:`UnmeasuredCellsError` when ``selected`` (a mask) holds a cell ``assay`` did not measure.
+
+    Parameters
+    ----------
+    cells
+        The cell table.
+    assay
+        The assay whose values would be read.
+    selected
+        One boolean per cell: the cells the operation reads.
+    operation
+        The operation, for the message.
+    remedy
+        What the user should do, for the message.
+    cell_key
+        The boolean cell column the cells came from, if any.
+
+    Raises
+    ------
+    UnmeasuredCellsError
+        A selected cell is not in the assay's membership column.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, zarr
+    >>> from cytearc.metadata.table import MetaData, write_table
+    >>> group = zarr.group(zarr.storage.MemoryStore())
+    >>> write_table(group, pd.DataFrame({"ids": ["c1", "c2"]}), dimension="cell", where="cells")
+    >>> cells = MetaData(group, dimension="cell", where="cells", writable=True)
+    >>> cells.insert("ADT_I", [True, False], attributes={"role": "assay_membership", "assay": "ADT"})
+    >>> validate_measured(cells, "ADT", np.array([True, True]), operation="qc.metrics",
+    ...                   remedy="select measured cells")
+    Traceback (most recent call last):
+    ...
+    cytearc.errors.UnmeasuredCellsError: qc.metrics: 1 of the 2 selected cells were not measured by assay 'ADT' ...
+    """
     column = membership_column(cells, assay)
     if column is None:
         return

@@ -21,7 +21,12 @@ import numpy as np
 import pandas as pd
 import zarr
 
-from cytearc.errors import CyteArcError, ReadOnlyStoreError, ReservedColumnError
+from cytearc.errors import (
+    ColumnNotFoundError,
+    CyteArcError,
+    ReadOnlyStoreError,
+    ReservedColumnError,
+)
 from cytearc.metadata.encoding import (
     ENCODING_ATTRIBUTE,
     EncodedColumn,
@@ -118,6 +123,27 @@ class MetaData:
     writable
         False for a store opened read-only: every write raises
         :class:`ReadOnlyStoreError`.
+
+    Raises
+    ------
+    CyteArcError
+        The group's ``cytearc:columns`` does not list the columns with
+        ``ids`` and ``I``, or a listed column is not stored.
+
+    Examples
+    --------
+    >>> import pandas as pd, zarr
+    >>> group = zarr.group(zarr.storage.MemoryStore())
+    >>> frame = pd.DataFrame({"ids": ["c1", "c2", "c3"], "kind": pd.Categorical(["T", "B", "T"])})
+    >>> write_table(group, frame, dimension="cell", where="cells")
+    >>> cells = MetaData(group, dimension="cell", where="cells", writable=True)
+    >>> cells.columns, cells.n_rows
+    (['ids', 'kind', 'I'], 3)
+    >>> cells.insert("is_t", cells.fetch_all("kind") == "T")
+    >>> cells.fetch("ids", key="is_t")
+    array(['c1', 'c3'], dtype=object)
+    >>> cells.fetch_series("kind").cat.categories.tolist()
+    ['B', 'T']
     """
 
     def __init__(
@@ -152,8 +178,8 @@ class MetaData:
 
     def _node(self, column: str) -> zarr.Array[Any] | zarr.Group:
         if column not in self.columns:
-            msg = f"{self.where}: no column {column!r}; columns are {self.columns}"
-            raise KeyError(msg)
+            msg = f"{self.where}: no column {column!r}; columns are {self.columns} - pass one of them"
+            raise ColumnNotFoundError(msg)
         node = self._group.get(column)
         if not isinstance(node, zarr.Array | zarr.Group):
             msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored; re-import the store"
@@ -202,6 +228,16 @@ class MetaData:
         :func:`~cytearc.metadata.encoding.as_numpy` for every kind, and
         :meth:`fetch_series` for the pandas dtype.
 
+        Parameters
+        ----------
+        column
+            The column's name.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per row.
+
         Raises
         ------
         KeyError
@@ -212,7 +248,23 @@ class MetaData:
         return as_numpy(self.fetch_series(column))
 
     def attributes(self, column: str) -> dict[str, Any]:
-        """The stored attributes of ``column`` (its encoding under ``cytearc:encoding``)."""
+        """The stored attributes of ``column`` (its encoding under ``cytearc:encoding``).
+
+        Parameters
+        ----------
+        column
+            The column's name.
+
+        Returns
+        -------
+        dict
+            A copy of the attributes.
+
+        Raises
+        ------
+        KeyError
+            If the table has no such column.
+        """
         return dict(self._node(column).attrs)
 
     def _key_mask(self, key: str) -> np.ndarray:
@@ -231,12 +283,50 @@ class MetaData:
         return node
 
     def fetch(self, column: str, key: str = "I") -> np.ndarray:
-        """The values of ``column`` (as :meth:`fetch_all`) in the rows that the boolean column ``key`` marks."""
+        """The values of ``column`` (as :meth:`fetch_all`) in the rows that the boolean column ``key`` marks.
+
+        Parameters
+        ----------
+        column
+            The column's name.
+        key
+            A boolean column.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per row of ``key``, in row order.
+
+        Raises
+        ------
+        KeyError
+            If the table has no column ``column`` or ``key``.
+        CyteArcError
+            If ``key`` is not boolean.
+        """
         values: np.ndarray = self.fetch_all(column)[self._key_mask(key)]
         return values
 
     def to_pandas(self, key: str | None = None) -> pd.DataFrame:
-        """The table as a DataFrame with each column's pandas dtype (all rows, or those ``key`` marks)."""
+        """The table as a DataFrame with each column's pandas dtype (all rows, or those ``key`` marks).
+
+        Parameters
+        ----------
+        key
+            A boolean column; None for every row.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One column per column of the table, in order, indexed from 0.
+
+        Raises
+        ------
+        KeyError
+            If the table has no column ``key``.
+        CyteArcError
+            If ``key`` is not boolean.
+        """
         mask = None if key is None else self._key_mask(key)
         frame = pd.DataFrame({c: self.fetch_series(c) for c in self.columns})
         return frame if mask is None else frame[mask].reset_index(drop=True)
@@ -354,7 +444,27 @@ class MetaData:
         return full_series
 
     def update_key(self, values: np.ndarray, key: str) -> None:
-        """Set the boolean column ``key``: ``values`` for the rows it marks now, False elsewhere."""
+        """Set the boolean column ``key``: ``values`` for the rows it marks now, False elsewhere.
+
+        Parameters
+        ----------
+        values
+            One boolean per row that ``key`` marks now.
+        key
+            A boolean column (such as ``I``).
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            If the store was opened read-only.
+        ReservedColumnError
+            If ``key`` is an assay membership column.
+        KeyError
+            If the table has no column ``key``.
+        CyteArcError
+            If ``key`` is not a bool column, or ``values`` has not one value
+            per row it marks.
+        """
         self._check_write(key, operation="update_key")
         array = self._key_array(key)
         mask = self._key_mask(key)
@@ -367,12 +477,44 @@ class MetaData:
         array[:] = updated
 
     def reset_key(self, key: str) -> None:
-        """Mark every row in the boolean column ``key``."""
+        """Mark every row in the boolean column ``key``.
+
+        Parameters
+        ----------
+        key
+            A boolean column (such as ``I``).
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            If the store was opened read-only.
+        ReservedColumnError
+            If ``key`` is an assay membership column.
+        KeyError
+            If the table has no column ``key``.
+        CyteArcError
+            If ``key`` is not a bool column.
+        """
         self._check_write(key, operation="reset_key")
         self._key_array(key)[:] = np.ones(self.n_rows, dtype=bool)
 
     def drop(self, column: str) -> None:
-        """Remove ``column``; ``ids``, ``I`` and assay-membership columns are protected."""
+        """Remove ``column``; ``ids``, ``I`` and assay-membership columns are protected.
+
+        Parameters
+        ----------
+        column
+            The column's name.
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            If the store was opened read-only.
+        ReservedColumnError
+            If ``column`` is ``ids``, ``I`` or an assay membership column.
+        KeyError
+            If the table has no such column.
+        """
         if not self.writable:
             msg = (
                 f"{self.where}: drop {column!r} needs a writable store; open it with zarr_mode='r+'"

@@ -179,7 +179,7 @@ def parse_cell_column(ds: AnalysisStore, column: object, *, name: str, operation
     Parameters
     ----------
     ds
-        The store.
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     column
         The argument.
     name, operation

@@ -35,6 +35,43 @@ def leiden(
     Clusters are numbered from 1 by decreasing size. The labels are also
     written to the cell column ``<assay>_leiden_cluster`` (or ``label``),
     with -1 for cells outside the selection.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    graph
+        The ``neighbors`` artifact (:func:`~cytearc.ops.neighbors.neighbors`),
+        or its ref.
+    resolution
+        The resolution of the RB configuration model (> 0); a higher one
+        gives more, smaller clusters.
+    seed
+        The seed of leidenalg's optimiser.
+    n_iterations
+        Iterations of the optimiser; -1 iterates until an iteration no
+        longer improves the partition.
+    label
+        The cell column the labels are written to (default
+        ``<assay>_leiden_cluster``).
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``clustering`` artifact: ``labels`` (int32), one cluster per
+        cell of the graph.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``graph`` is not a ``neighbors`` artifact, or an argument is of the
+        wrong type or out of range (``resolution`` <= 0, an empty ``label``).
+    MissingArtifactError, IncompleteArtifactError
+        ``graph`` names no published artifact.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
     """
     operation = "cluster.leiden"
     source = open_input(ds, graph, kind="neighbors", operation=operation)

@@ -130,6 +130,28 @@ def pooled_layers(
     ``countsT`` is pooled band by band of features, each task owning its
     features' sums outright (one read of the matrix, nothing to add up
     between tasks); others by ``counts`` shards added up in a fixed tree.
+
+    Parameters
+    ----------
+    source
+        The assay.
+    codes
+        One pair code per cell, ``0 .. n_codes - 1``, or -1 for a cell not
+        pooled.
+    n_codes
+        The number of pairs.
+    target_sum
+        The library size of the normalized values.
+
+    Returns
+    -------
+    tuple of dask.array.Array
+        ``(integers, values)``, as above.
+
+    Raises
+    ------
+    OperationArgumentError
+        No cell has a code (for an assay without ``countsT``).
     """
     if source.assayType in RNA_TYPES:
         return _pooled_bands(source, codes, n_codes, target_sum=target_sum)
@@ -214,11 +236,59 @@ def compute_bulk(
     read) and the fingerprint of the pooled cells, and where the memberships
     are in the store. A read-only store is only read.
 
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose counts are pooled.
+    sample_key
+        The cell column naming each cell's sample (such as a donor and
+        condition); a cell without a label is not pooled.
+    group_key
+        The cell column naming each cell's group (such as
+        ``RNA_leiden_cluster``); a cell without a label is not pooled.
+    cell_selection
+        The cells to pool: a ``cell_selection`` artifact or its ref, the name
+        of a boolean cell column, a boolean mask over every cell, or None for
+        ``I``.
+    target_sum
+        The library size of the normalized values (``linear_sum``,
+        ``log_sum``, ``log_sum_sq``).
+
+    Returns
+    -------
+    cytepool.Cube
+        The cube, groups x samples x features; its layers are lazy until it
+        is written (:func:`write_bulk`) or computed.
+
     Raises
     ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        ``sample_key`` or ``group_key`` is not a cell column, ``target_sum``
+        is not a positive number, ``cell_selection`` is malformed, or no
+        selected cell has both labels.
     UnmeasuredCellsError
         A selected cell was not measured by ``assay``; pass
         ``cell_selection=ds.select_measured_cells(assay)``.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=300, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    >>> cube = ds.compare.compute_bulk(sample_key="sample", group_key="cell_type")
+    >>> cube.shape, cube.samples.columns.tolist()
+    ((8, 12, 600), ['sample', 'donor', 'condition'])
+    >>> int(cube.n_cells.sum())
+    300
     """
     operation = "compare.compute_bulk"
     source = ds.assays[assay]
@@ -319,11 +389,24 @@ def write_bulk(
     Parameters
     ----------
     ds
-        The store.
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     path
         Where the cube is written (by convention ``<name>.cube.zarr``).
-    assay, sample_key, group_key, cell_selection, target_sum
-        As in :func:`compute_bulk`.
+    assay
+        The assay whose counts are pooled.
+    sample_key
+        The cell column naming each cell's sample (such as a donor and
+        condition); a cell without a label is not pooled.
+    group_key
+        The cell column naming each cell's group (such as
+        ``RNA_leiden_cluster``); a cell without a label is not pooled.
+    cell_selection
+        The cells to pool: a ``cell_selection`` artifact or its ref, the name
+        of a boolean cell column, a boolean mask over every cell, or None for
+        ``I``.
+    target_sum
+        The library size of the normalized values (``linear_sum``,
+        ``log_sum``, ``log_sum_sq``).
     compression
         ``"gzip"`` (default), ``"zstd"`` or None (see :func:`cytepool.write_cube`).
     overwrite
@@ -336,8 +419,17 @@ def write_bulk(
 
     Raises
     ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        ``compression`` is unknown, ``sample_key`` or ``group_key`` is not a
+        cell column, ``target_sum`` is not a positive number,
+        ``cell_selection`` is malformed, or no selected cell has both labels.
     UnmeasuredCellsError
-        As in :func:`compute_bulk`.
+        A selected cell was not measured by ``assay``; pass
+        ``cell_selection=ds.select_measured_cells(assay)``.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
     cytepool.errors.CubeExistsError
         A cube is at ``path`` and ``overwrite`` is False.
     """

@@ -34,6 +34,42 @@ def umap(
 
     Also written to the cell columns ``<assay>_UMAP1``, ``<assay>_UMAP2``
     (NaN outside the selection).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    graph
+        The ``neighbors`` artifact (:func:`~cytearc.ops.neighbors.neighbors`),
+        or its ref; its ``pca`` input gives the initial layout.
+    n_components
+        Dimensions of the embedding (the first two are written as cell
+        columns).
+    min_dist
+        UMAP's ``min_dist`` (>= 0): how tightly points may pack.
+    spread
+        UMAP's ``spread`` (> 0): the scale of the embedded points.
+    n_epochs
+        Optimisation epochs; None: 500 up to 10,000 cells, else 200.
+    seed
+        The seed of the layout's random state.
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``umap`` artifact: ``coords`` (float32, cells x ``n_components``).
+
+    Raises
+    ------
+    OperationArgumentError
+        ``graph`` is not a ``neighbors`` artifact, or an argument is of the
+        wrong type or out of range.
+    MissingArtifactError, IncompleteArtifactError
+        ``graph`` names no published artifact.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
     """
     operation = "layout.umap"
     source = open_input(ds, graph, kind="neighbors", operation=operation)

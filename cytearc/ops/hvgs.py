@@ -41,6 +41,27 @@ def hvg_statistics(
 ) -> pd.DataFrame:
     """Mean, variance, dispersion and normalized dispersion per feature.
 
+    The ``"log"`` flavor's trend, on the moments of the stored (log) values.
+
+    Parameters
+    ----------
+    feature_sum
+        Per feature, the sum of the values over the cells.
+    feature_m2
+        Per feature, the sum of squared deviations from its mean.
+    n_cells
+        The number of cells summed.
+    n_bins
+        Equal-width bins of the mean, spanning the means of the features
+        whose dispersion is defined.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per feature: ``mean``, ``variance`` (sample), ``dispersion``
+        (variance / mean, NaN where the mean is zero) and ``dispersion_norm``
+        (the log dispersion standardized within its bin; NaN where undefined).
+
     Examples
     --------
     >>> s = hvg_statistics(np.array([2.0, 4.0, 0.0]), np.array([1.0, 8.0, 0.0]), 3, n_bins=1)
@@ -80,6 +101,24 @@ def seurat_statistics(
     linear_sum: np.ndarray, linear_m2: np.ndarray, n_cells: int, *, n_bins: int = 20
 ) -> pd.DataFrame:
     """Scanpy's ``flavor="seurat"`` statistics from the moments of the values before the log.
+
+    Parameters
+    ----------
+    linear_sum
+        Per feature, the sum over the cells of ``expm1`` of the stored values.
+    linear_m2
+        Per feature, the sum of squared deviations of those values from their mean.
+    n_cells
+        The number of cells summed.
+    n_bins
+        Equal-width bins of ``log1p(mean)`` over all features.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per feature: ``mean`` (``log1p`` of the mean), ``variance``
+        (sample), ``dispersion`` (``log(variance / mean)``, NaN where the
+        variance is zero) and ``dispersion_norm`` (standardized within its bin).
 
     Examples
     --------
@@ -123,6 +162,44 @@ def hvgs(
     The artifact holds ``mean``, ``variance``, ``dispersion`` and
     ``dispersion_norm`` per feature (NaN where undefined), ``highly_variable``
     (bool) and ``features``, the selected feature indices in increasing order.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    normalized
+        The ``normalized`` artifact (:func:`~cytearc.ops.normalize.normalize`),
+        or its ref.
+    n_top
+        How many features to select (ties at the cutoff are kept with
+        ``flavor="seurat"``).
+    flavor
+        ``"seurat"`` (scanpy's, on the values before the log) or ``"log"``
+        (on the stored values); see the module docstring.
+    n_bins
+        Bins of the mean within which dispersions are standardized.
+    min_mean, max_mean
+        With ``flavor="log"``, only features whose mean lies in this range
+        are selected.
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``hvgs`` artifact.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``normalized`` is not a ``normalized`` artifact (or predates the
+        moments ``flavor="seurat"`` needs), an argument is of the wrong type
+        or out of range, ``min_mean`` exceeds ``max_mean``, or no feature
+        qualifies.
+    MissingArtifactError, IncompleteArtifactError
+        ``normalized`` names no published artifact.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
     """
     operation = "features.hvgs"
     source = open_input(ds, normalized, kind="normalized", operation=operation)

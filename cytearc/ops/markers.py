@@ -60,7 +60,21 @@ def band_statistics(
 
     ``values`` (dense or sparse) are non-negative with zero exactly where the
     count is zero; only the non-zero values are touched, a few percent of a
-    band. Returns arrays of shape ``(n_groups, n_features_in_band)``.
+    band.
+
+    Parameters
+    ----------
+    values
+        Normalized values, features x cells.
+    codes
+        The group of each cell (column), ``0 .. n_groups - 1``.
+    n_groups
+        The number of groups.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        Each of :data:`STATISTICS`, of shape ``(n_groups, n_features_in_band)``.
     """
     m = sp.csr_matrix(values, dtype=np.float64)
     m.eliminate_zeros()
@@ -119,7 +133,27 @@ def _band(
 def marker_tasks(
     source: Assay, rows: np.ndarray, codes: np.ndarray, n_groups: int, *, target_sum: float
 ) -> list[Delayed]:
-    """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per ``countsT`` shard."""
+    """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per ``countsT`` shard.
+
+    Parameters
+    ----------
+    source
+        An assay that stores ``countsT`` (an RNA type).
+    rows
+        The cells to read, in increasing order.
+    codes
+        The group of each of ``rows``, ``0 .. n_groups - 1``.
+    n_groups
+        The number of groups.
+    target_sum
+        The library size each cell is scaled to before ``log1p``.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        In feature order, one per ``countsT`` shard, each computing the
+        :func:`band_statistics` of its band.
+    """
     counts_t = source.countsT.rechunk({1: -1})[:, rows]
     library = source.summary("rowSums")[rows].astype(np.float64)
     return [
@@ -142,6 +176,59 @@ def search(
     Cells with a missing label (NaN, a negative number or empty text) are left
     out. The artifact holds ``groups`` (labels as text), ``n_cells`` and each
     of :data:`STATISTICS` plus ``padj`` as groups x features arrays.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        An RNA-type assay (the search reads its ``countsT``).
+    group_key
+        The cell column whose labels form the groups (such as
+        ``RNA_leiden_cluster``); two or more groups are needed.
+    cell_selection
+        The cells to read: a ``cell_selection`` artifact or its ref, the name
+        of a boolean cell column, a boolean mask over every cell, or None for
+        ``I``.
+    target_sum
+        The library size each cell is scaled to before ``log1p``.
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``markers`` artifact; :func:`table` reads it as a DataFrame.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    AssayTypeError
+        ``assay`` is not of an RNA type, so it has no ``countsT``.
+    OperationArgumentError
+        ``group_key`` is not a cell column, ``target_sum`` is not a positive
+        number, ``cell_selection`` is malformed, or the selected cells hold
+        fewer than two groups.
+    UnmeasuredCellsError
+        A selected cell was not measured by ``assay``.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=300, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    >>> markers = ds.markers.search(group_key="cell_type")
+    >>> top = ds.markers.table(markers, group="B_cell", n=3)
+    >>> bool(top["name"].str.startswith("B_CELL_MARKER").all())
+    True
     """
     operation = "markers.search"
     source = ds.assays[assay]
@@ -197,7 +284,35 @@ def table(
     n: int | None = 10,
     sort_by: str = "score",
 ) -> pd.DataFrame:
-    """Markers as a DataFrame: one row per (group, feature), the top ``n`` of each group by ``sort_by``."""
+    """Markers as a DataFrame: one row per (group, feature), the top ``n`` of each group by ``sort_by``.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    markers
+        The ``markers`` artifact (:func:`search`), or its ref.
+    group
+        One group's label; None for every group.
+    n
+        Rows per group; None for every feature.
+    sort_by
+        A column of :data:`STATISTICS` or ``padj``: ``pvalue`` and ``padj``
+        sort ascending, the others descending.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``group``, ``feature`` (id), ``name``, each of
+        :data:`STATISTICS` and ``padj``; the groups in stored order.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``group`` is not a group of the artifact, or ``sort_by`` is not a column.
+    MissingArtifactError, IncompleteArtifactError
+        ``markers`` names no published artifact.
+    """
     artifact = markers if isinstance(markers, Artifact) else open_artifact(ds.root, markers)
     assay = ds.assays[artifact.ref.scope]
     groups = [str(g) for g in artifact.read("groups")]

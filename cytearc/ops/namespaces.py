@@ -54,7 +54,15 @@ R = TypeVar("R")
 
 
 class Namespace:
-    """A group of operations bound to one store."""
+    """A group of operations bound to one store.
+
+    Parameters
+    ----------
+    store
+        The store the operations run on (any
+        :class:`~cytearc.storage.store.AnalysisStore`); a
+        :class:`~cytearc.DataStore` makes its namespaces itself.
+    """
 
     def __init__(self, store: AnalysisStore) -> None:
         self._store = store

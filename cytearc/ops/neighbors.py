@@ -58,7 +58,26 @@ def _exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest neighbours of each row, the row itself first (distance 0)."""
+    """The ``k`` nearest neighbours of each row, the row itself first (distance 0).
+
+    Exact (brute force, in blocks of rows) below :data:`EXACT_BELOW` rows,
+    else approximate (pynndescent); Euclidean distances.
+
+    Parameters
+    ----------
+    x
+        The points, one row each (such as PCA coordinates).
+    k
+        Neighbours per row, counting the row itself.
+    seed
+        The seed of the approximate search (the exact search ignores it).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(indices, distances)``: int64 and float64, shape ``(n_rows, k)``,
+        each row by increasing distance.
+    """
     x = np.ascontiguousarray(x, dtype=np.float32)
     if x.shape[0] < EXACT_BELOW:
         return _exact_knn(x.astype(np.float64), k)
@@ -70,7 +89,13 @@ def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def umap_module() -> ModuleType:
-    """``umap.umap_``, imported without its warning about the optional TensorFlow."""
+    """``umap.umap_``, imported without its warning about the optional TensorFlow.
+
+    Returns
+    -------
+    types.ModuleType
+        The module ``umap.umap_``.
+    """
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message="Tensorflow not installed", category=ImportWarning
@@ -79,7 +104,20 @@ def umap_module() -> ModuleType:
 
 
 def connectivities(indices: np.ndarray, distances: np.ndarray, *, seed: int) -> sp.csr_matrix:
-    """UMAP's fuzzy simplicial set of a kNN graph (scanpy's connectivities)."""
+    """UMAP's fuzzy simplicial set of a kNN graph (scanpy's connectivities).
+
+    Parameters
+    ----------
+    indices, distances
+        The kNN graph, as :func:`knn` returns it.
+    seed
+        The seed of UMAP's random state.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The symmetric ``(n_rows, n_rows)`` connectivities, indices sorted.
+    """
     n, k = indices.shape
     graph, _, _ = umap_module().fuzzy_simplicial_set(
         sp.coo_matrix((n, 1)),
@@ -108,6 +146,36 @@ def neighbors(
     Holds ``indices`` and ``distances`` (cells x k, the cell itself first) and
     the connectivities as CSR arrays ``conn_indptr``, ``conn_indices``,
     ``conn_data``.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    pca
+        The ``pca`` artifact (:func:`~cytearc.ops.pca.pca`), or its ref.
+    k
+        Neighbours per cell, counting the cell itself (2 to the number of cells).
+    n_comps
+        The leading components used; None for all of them.
+    seed
+        The seed of the approximate search and of the connectivities.
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``neighbors`` artifact.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``pca`` is not a ``pca`` artifact, or an argument is of the wrong
+        type or out of range (``k`` below 2 or above the number of cells).
+    MissingArtifactError, IncompleteArtifactError
+        ``pca`` names no published artifact.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
     """
     operation = "graph.neighbors"
     source = open_input(ds, pca, kind="pca", operation=operation)
@@ -144,7 +212,23 @@ def neighbors(
 
 
 def load_connectivities(graph: Artifact) -> sp.csr_matrix:
-    """The stored connectivities of a neighbors artifact."""
+    """The stored connectivities of a neighbors artifact.
+
+    Parameters
+    ----------
+    graph
+        A ``neighbors`` artifact.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        The ``(n_cells, n_cells)`` connectivities.
+
+    Raises
+    ------
+    ArtifactError
+        The artifact lacks one of the ``conn_*`` arrays.
+    """
     n = int(graph.array("indices").shape[0])
     return sp.csr_matrix(
         (graph.read("conn_data"), graph.read("conn_indices"), graph.read("conn_indptr")),

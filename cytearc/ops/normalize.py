@@ -34,7 +34,19 @@ _METHODS: Final = ("library_size", "clr", "tfidf")
 
 
 def default_method(assay_type: str) -> str:
-    """The normalization of an assay type."""
+    """The normalization of an assay type.
+
+    Parameters
+    ----------
+    assay_type
+        The assay's preset (``RNA``, ``ADT``, ``ATAC``, ...).
+
+    Returns
+    -------
+    str
+        ``"library_size"`` (RNA types and others), ``"clr"`` (ADT, HTO) or
+        ``"tfidf"`` (ATAC).
+    """
     if assay_type in RNA_TYPES:
         return "library_size"
     if assay_type in {"ADT", "HTO"}:
@@ -54,6 +66,26 @@ def normalized_block(
     idf: np.ndarray | None = None,
 ) -> np.ndarray:
     """Normalize one band of cells (rows), float64 in, float32 out.
+
+    Parameters
+    ----------
+    block
+        Counts, cells x all features.
+    library
+        The library size (``rowSums``) of each cell.
+    method
+        ``"library_size"``, ``"clr"`` or ``"tfidf"`` (see the module docstring).
+    target_sum
+        The library size each cell is scaled to (not used by ``"clr"``).
+    log1p
+        Take ``log1p`` of the scaled values (``"clr"`` always does).
+    idf
+        The inverse document frequency of each feature, for ``"tfidf"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The normalized values (float32), shaped as ``block``.
 
     Examples
     --------
@@ -97,6 +129,17 @@ def block_moments(x: da.Array) -> da.Array:
     An array graph, so computed together with a write of ``x`` it shares
     ``x``'s tasks (each block is read and normalized once);
     :meth:`ColumnMoments.merge_packed` merges the bands in row order.
+
+    Parameters
+    ----------
+    x
+        A lazy 2-D array (rows x columns).
+
+    Returns
+    -------
+    dask.array.Array
+        The packed moments of each row block, in row order: float64,
+        ``(5 * n_row_blocks, n_columns)``.
     """
     whole = x.rechunk({1: -1})
     n_blocks = len(whole.chunks[0])
@@ -110,7 +153,19 @@ def block_moments(x: da.Array) -> da.Array:
 
 
 def data_chunk_rows(n_rows: int, n_features: int) -> int:
-    """Rows per chunk of normalized data."""
+    """Rows per chunk of normalized data.
+
+    Parameters
+    ----------
+    n_rows, n_features
+        The shape of ``data``.
+
+    Returns
+    -------
+    int
+        Rows whose float32 values fill about :data:`DATA_CHUNK_BYTES` (at
+        least 1, at most ``n_rows``).
+    """
     return max(1, min(n_rows, DATA_CHUNK_BYTES // max(1, 4 * n_features)))
 
 
@@ -126,6 +181,20 @@ def normalized_graph(
     """The lazy normalized values of ``rows`` of an assay: one block per ``counts`` shard.
 
     Builds a graph only; nothing is read until it is computed.
+
+    Parameters
+    ----------
+    source
+        The assay.
+    rows
+        The cells, in increasing order.
+    method, target_sum, log1p, idf
+        As in :func:`normalized_block`.
+
+    Returns
+    -------
+    dask.array.Array
+        The normalized values (float32), ``len(rows)`` x all features.
     """
     counts = source.counts.rechunk({1: -1})[rows]
     library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
@@ -160,6 +229,60 @@ def normalize(
     merged band by band with Chan's update), and ``linear_sum`` and
     ``linear_m2``, the same of ``expm1`` of the stored values (the
     normalized values before the log, which scanpy's HVG statistics use).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose counts are normalized.
+    cell_selection
+        The cells to normalize: a ``cell_selection`` artifact or its ref, the
+        name of a boolean cell column, a boolean mask over every cell, or None
+        for ``I``.
+    method
+        ``"library_size"``, ``"clr"`` or ``"tfidf"`` (see the module
+        docstring); None for the assay type's: ``library_size`` for RNA
+        types, ``clr`` for ADT and HTO, ``tfidf`` for ATAC.
+    target_sum
+        The library size each cell is scaled to (not used by ``"clr"``).
+    log1p
+        Take ``log1p`` of the scaled values (``"clr"`` always does).
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``normalized`` artifact.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        ``method``, ``target_sum``, ``log1p`` or ``cell_selection`` is of the
+        wrong type or out of its domain.
+    UnmeasuredCellsError
+        A selected cell was not measured by ``assay``.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=300, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    >>> normalized = ds.features.normalize("RNA", target_sum=1e4)
+    >>> normalized.array("data").shape
+    (300, 600)
+    >>> ds.features.normalize("RNA", target_sum=1e4).ref == normalized.ref  # reused
+    True
     """
     operation = "features.normalize"
     source = ds.assays[assay]

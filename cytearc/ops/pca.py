@@ -38,6 +38,19 @@ def feature_moments(
 
     An artifact without them (written before ``feature_m2`` existed) has
     them streamed from ``data`` through ``compute``.
+
+    Parameters
+    ----------
+    normalized
+        A ``normalized`` artifact.
+    compute
+        Computes Dask collections and returns their results (such as an
+        :class:`~cytearc.artifacts.ArtifactWriter`'s ``run``).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(feature_sum, feature_m2)``, float64, one value per feature.
     """
     if {"feature_sum", "feature_m2"} <= set(normalized.group.array_keys()):
         return normalized.read("feature_sum"), normalized.read("feature_m2")
@@ -52,7 +65,29 @@ def feature_scaling(
     *,
     compute: Callable[..., tuple[Any, ...]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation (population; 1 for a constant feature) of ``features``."""
+    """Mean and standard deviation (population; 1 for a constant feature) of ``features``.
+
+    Parameters
+    ----------
+    normalized
+        A ``normalized`` artifact.
+    features
+        The feature indices.
+    compute
+        As in :func:`feature_moments`; None to refuse an artifact that does
+        not store its feature moments.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(mean, sd)`` of ``features``, float64.
+
+    Raises
+    ------
+    ArtifactError
+        The artifact does not store ``feature_sum`` and ``feature_m2`` and
+        ``compute`` is None.
+    """
     n = int(normalized.array("data").shape[0])
     total, m2 = feature_moments(normalized, compute=compute or _no_compute)
     sd = np.sqrt(m2[features] / n)
@@ -68,7 +103,22 @@ def _no_compute(*_: Any) -> tuple[Any, ...]:
 def scaled_block(
     block: np.ndarray, *, mean: np.ndarray, sd: np.ndarray, max_value: float | None
 ) -> np.ndarray:
-    """One block of scaled values (float64)."""
+    """One block of scaled values (float64).
+
+    Parameters
+    ----------
+    block
+        Normalized values, cells x the scaled features.
+    mean, sd
+        Each feature's centre and scale.
+    max_value
+        Scaled values above it are clipped to it; None clips nothing.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(block - mean) / sd``, clipped.
+    """
     z: np.ndarray = (np.asarray(block, dtype=np.float64) - mean) / sd
     if max_value is not None:
         np.clip(z, None, max_value, out=z)
@@ -83,7 +133,23 @@ def scaled_graph(
     sd: np.ndarray,
     max_value: float | None,
 ) -> da.Array:
-    """The lazy scaled values of ``features`` of a normalized artifact (blocks of its chunks' rows)."""
+    """The lazy scaled values of ``features`` of a normalized artifact (blocks of its chunks' rows).
+
+    Parameters
+    ----------
+    normalized
+        A ``normalized`` artifact.
+    features
+        The feature indices (columns of ``data``).
+    mean, sd, max_value
+        As in :func:`scaled_block`.
+
+    Returns
+    -------
+    dask.array.Array
+        The scaled values (float64), cells x ``features``, one block per
+        chunk of rows of ``data``.
+    """
     z: da.Array = (
         normalized.lazy("data")[:, features]
         .map_blocks(scaled_block, mean=mean, sd=sd, max_value=max_value, dtype=np.float64)
@@ -117,6 +183,45 @@ def pca(
     (HVGs x components), ``explained_variance`` (eigenvalues / (n - 1)),
     ``explained_variance_ratio``, and the ``features``, ``mean`` and ``scale``
     used.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    normalized
+        The ``normalized`` artifact (:func:`~cytearc.ops.normalize.normalize`),
+        or its ref.
+    hvgs
+        The ``hvgs`` artifact selected on ``normalized``
+        (:func:`~cytearc.ops.hvgs.hvgs`), or its ref.
+    n_comps
+        Components to compute, at most (capped at the number of HVGs and at
+        the number of cells minus one).
+    mode
+        ``"exact"`` (eigenvectors of the Gram matrix) or ``"randomized"``
+        (Dask's compressed SVD).
+    max_value
+        Scaled values above it are clipped to it (> 0); None clips nothing.
+    seed
+        The seed of ``mode="randomized"``.
+    invalidate_cache
+        Compute a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The ``pca`` artifact.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``normalized`` or ``hvgs`` is of another kind, the HVGs were selected
+        on another normalized artifact, an argument is of the wrong type or
+        out of range, or the cells and features leave no component.
+    MissingArtifactError, IncompleteArtifactError
+        ``normalized`` or ``hvgs`` names no published artifact.
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
     """
     operation = "reduce.pca"
     norm = open_input(ds, normalized, kind="normalized", operation=operation)

@@ -40,7 +40,28 @@ ArtifactLike = ArtifactRef | str | Artifact
 
 
 def values_digest(values: np.ndarray) -> str:
-    """``sha256:`` of an array's values (text as UTF-8 joined by NUL), for provenance inputs."""
+    """``sha256:`` of an array's values (text as UTF-8 joined by NUL), for provenance inputs.
+
+    Numbers are hashed with their dtype, so ``int32`` and ``int64`` values
+    differ; text is hashed by value alone.
+
+    Parameters
+    ----------
+    values
+        A 1-D array.
+
+    Returns
+    -------
+    str
+        ``"sha256:"`` and 64 hex digits.
+
+    Examples
+    --------
+    >>> values_digest(np.array(["a", "b"])) == values_digest(np.array(["a", "b"], dtype=object))
+    True
+    >>> values_digest(np.array([1], dtype=np.int32)) == values_digest(np.array([1], dtype=np.int64))
+    False
+    """
     h = hashlib.sha256()
     if values.dtype.kind in "OUT":
         h.update("\0".join(str(v) for v in values).encode())
@@ -56,7 +77,7 @@ def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: 
     Parameters
     ----------
     ds
-        The store.
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     value
         The artifact, or its ref.
     kind
@@ -102,7 +123,48 @@ def reuse_or_publish(
     revision: int = 1,
     invalidate_cache: bool = False,
 ) -> Artifact:
-    """Reuse or produce the artifact of ``operation`` on this store's engine."""
+    """Reuse or produce the artifact of ``operation`` on this store's engine.
+
+    The artifact of ``scope`` and ``kind`` whose provenance (operation,
+    parameters, inputs, revision) matches is returned as it is; else
+    ``build`` writes a new one, which is checked and published
+    (:func:`~cytearc.artifacts.produce`), and the assay is marked as holding
+    analysis results.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    scope
+        The assay the artifact belongs to, or ``""`` for the datastore.
+    kind
+        The artifact kind (``normalized``, ``pca``, ...).
+    operation
+        The operation's name, as recorded in the provenance.
+    parameters
+        The operation's parameters, as recorded (JSON values).
+    inputs
+        The artifacts (refs) and digests the result depends on.
+    build
+        Writes the payload through the writer it is given.
+    revision
+        The operation's revision; raise it when the same parameters and
+        inputs give other values.
+    invalidate_cache
+        Build a new artifact even when one of the same provenance exists.
+
+    Returns
+    -------
+    Artifact
+        The published artifact, reused or new.
+
+    Raises
+    ------
+    ReadOnlyStoreError
+        No artifact of this provenance exists and the store is read-only.
+    NonFiniteArtifactError
+        ``build`` writes NaN or infinity; nothing is published.
+    """
     engine = ds.engine
     options = {
         "memBudget": None if engine.budget is None else engine.budget.total,
@@ -148,7 +210,32 @@ def write_cell_column(
     """Write a column that an operation generates (unless it holds these values already).
 
     Generated columns carry ``cytearc:generatedBy`` (the operation and
-    artifact), so run snapshots of the input metadata leave them out.
+    artifact), so run snapshots of the input metadata leave them out. On a
+    read-only store nothing is written.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    name
+        The cell column.
+    values
+        One value per cell, or per cell of ``mask``.
+    mask
+        The cells ``values`` are for; None for every cell.
+    fill
+        The value of the cells outside ``mask``.
+    artifact
+        The artifact the values come from (recorded with its operation).
+    operation
+        The operation recorded when there is no ``artifact``.
+
+    Raises
+    ------
+    ReservedColumnError
+        ``name`` is reserved (``ids``, ``I`` or an assay membership column).
+    CyteArcError
+        The values cannot be stored in a column.
     """
     if not ds.writable:
         return

@@ -64,6 +64,34 @@ def metrics(
 
     ``patterns`` maps a column suffix to a regular expression searched in the
     feature names (default :data:`DEFAULT_PATTERNS`, case-insensitive).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose counts are summarized.
+    patterns
+        Column suffixes mapped to regular expressions of feature names; each
+        gives the column ``<assay>_<suffix>``, the percentage of a cell's
+        counts in the matching features (NaN for cells the assay did not
+        measure). None for :data:`DEFAULT_PATTERNS`.
+
+    Returns
+    -------
+    list of str
+        The cell columns written: ``<assay>_nCounts``, ``<assay>_nFeatures``
+        and one per pattern.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``patterns`` is not a mapping of text to text, or a pattern does not
+        compile.
+    ReadOnlyStoreError
+        The store is read-only.
+    AssayNotFoundError
+        The store has no assay ``assay``.
     """
     patterns = parse_patterns(patterns, operation="qc.metrics")
     if not ds.writable:
@@ -118,13 +146,39 @@ def _feature_sums(ds: AnalysisStore, assay: str, groups: list[np.ndarray]) -> li
 
 
 def percent_columns(ds: AnalysisStore, assay: str) -> dict[str, str]:
-    """The percentage columns ``assay`` recorded, with their patterns."""
+    """The percentage columns ``assay`` recorded, with their patterns.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay.
+
+    Returns
+    -------
+    dict of str to str
+        The columns :func:`metrics` wrote, each with its regular expression.
+    """
     recorded = ds.root[assay].attrs.get(PERCENT_ATTRIBUTE, {})
     return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
 
 
 def metric_assay(ds: AnalysisStore, column: str) -> str | None:
-    """The assay whose preparation wrote the cell column ``column`` (None for other columns)."""
+    """The assay whose preparation wrote the cell column ``column`` (None for other columns).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    column
+        A cell column's name.
+
+    Returns
+    -------
+    str or None
+        The assay whose :func:`metrics` wrote ``column``, or None.
+    """
     for assay in ds.assays:
         generated = {f"{assay}_nCounts", f"{assay}_nFeatures"}
         generated |= set(percent_columns(ds, assay))
@@ -201,7 +255,39 @@ def filter_cells(
     *,
     cell_selection: SelectionLike = None,
 ) -> Artifact:
-    """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open)."""
+    """Keep the selected cells whose metrics lie within ``bounds`` (inclusive; None is open).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    bounds
+        Numeric cell columns (such as ``RNA_nCounts``) mapped to
+        ``(low, high)`` pairs; None leaves that side open.
+    cell_selection
+        The cells to filter: a ``cell_selection`` artifact or its ref, the
+        name of a boolean cell column, a boolean mask over every cell, or
+        None for ``I``.
+
+    Returns
+    -------
+    Artifact
+        A datastore ``cell_selection``.
+
+    Raises
+    ------
+    OperationArgumentError
+        ``bounds`` is not a mapping of columns to ``(low, high)`` pairs of
+        numbers (low not above high), a column is missing or not numeric,
+        ``cell_selection`` is malformed, or no cell is kept.
+    UnmeasuredCellsError
+        A bound is on a metric of an assay that did not measure some of the
+        selected cells.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
+    ReadOnlyStoreError
+        No selection of this provenance exists and the store is read-only.
+    """
     operation = "qc.filter"
     bounds = _parse_bounds(bounds, operation=operation)
     mask = read_selection_mask(ds, cell_selection)
@@ -250,7 +336,52 @@ def auto_filter(
     sample_key: str | None = None,
     cell_selection: SelectionLike = None,
 ) -> Artifact:
-    """Keep the selected cells within ``nmads`` MADs of the median of each metric (per sample)."""
+    """Keep the selected cells within ``nmads`` MADs of the median of each metric (per sample).
+
+    Counts and features are judged on their ``log1p`` values on both sides;
+    percentages (the :func:`metrics` patterns) have an upper bound only.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose metrics are used by default.
+    metrics
+        Numeric cell columns; None for ``<assay>_nCounts``,
+        ``<assay>_nFeatures`` and ``<assay>_percentMito`` when it exists.
+    nmads
+        The bounds' distance from the median, in scaled MADs (> 0).
+    sample_key
+        A cell column: bounds are found within each of its samples; None for
+        one set of bounds over all cells.
+    cell_selection
+        The cells to filter: a ``cell_selection`` artifact or its ref, the
+        name of a boolean cell column, a boolean mask over every cell, or
+        None for ``I``.
+
+    Returns
+    -------
+    Artifact
+        A datastore ``cell_selection``; its ``bounds`` attribute holds the
+        bounds found per metric and sample.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        ``nmads`` is not a positive number, ``sample_key`` is not a cell
+        column, a metric is missing or not numeric, ``cell_selection`` is
+        malformed, or no cell is kept.
+    UnmeasuredCellsError
+        A metric is of an assay that did not measure some of the selected
+        cells.
+    StaleSelectionError
+        ``cell_selection`` was made for other cell ids.
+    ReadOnlyStoreError
+        No selection of this provenance exists and the store is read-only.
+    """
     operation = "qc.auto_filter"
     ds.assays[assay]
     nmads = parse_float(nmads, name="nmads", operation=operation, positive=True)
@@ -316,7 +447,7 @@ def metrics_and_filter(
     Parameters
     ----------
     ds
-        The store.
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     assay
         The assay whose metrics are computed.
     patterns
@@ -337,6 +468,8 @@ def metrics_and_filter(
     ------
     ReadOnlyStoreError
         The metrics are missing and the store is read-only.
+    AssayNotFoundError, OperationArgumentError, UnmeasuredCellsError
+        As in :func:`metrics` and :func:`auto_filter`.
     """
     patterns = dict(DEFAULT_PATTERNS if patterns is None else patterns)
     columns = [f"{assay}_{c}" for c in ("nCounts", "nFeatures", *patterns)]

@@ -55,6 +55,24 @@ def group_labels(ds: AnalysisStore, key: str) -> tuple[np.ndarray, np.ndarray]:
 
     NaN, negative numbers (such as the ``-1`` of cells outside a clustering)
     and empty or missing (None) text are no label.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    key
+        The cell column.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(values, labelled)``: the column's values (text as objects) and a
+        boolean mask of the cells that have a label.
+
+    Raises
+    ------
+    KeyError
+        The cell table has no column ``key``.
     """
     values = ds.cells.fetch_all(key)
     if values.dtype.kind == "f":
@@ -66,7 +84,18 @@ def group_labels(ds: AnalysisStore, key: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def row_ids_fingerprint(ds: AnalysisStore) -> str:
-    """The fingerprint of the ordered cell ids (computed once per open store)."""
+    """The fingerprint of the ordered cell ids (computed once per open store).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+
+    Returns
+    -------
+    str
+        The :func:`~cytearc.ops.publication.values_digest` of the cell ids.
+    """
     cached = ds.cache.get("row_ids_fingerprint")
     if cached is None:
         cached = values_digest(ds.cells.fetch_all("ids"))
@@ -75,7 +104,15 @@ def row_ids_fingerprint(ds: AnalysisStore) -> str:
 
 
 class Selection:
-    """A published cell selection and its mask over the store's cells."""
+    """A published cell selection and its mask over the store's cells.
+
+    Parameters
+    ----------
+    artifact
+        The ``cell_selection`` artifact.
+    mask
+        One boolean per cell of the store, True for the selected cells.
+    """
 
     def __init__(self, artifact: Artifact, mask: np.ndarray) -> None:
         self.artifact = artifact
@@ -117,12 +154,44 @@ def _snapshot(ds: AnalysisStore, mask: np.ndarray, *, key: str | None) -> Artifa
 
 
 def write_selection_mask(writer: ArtifactWriter, mask: np.ndarray, ds: AnalysisStore) -> None:
-    """Write a selection artifact's ``mask``, bound to the current ordered cell ids."""
+    """Write a selection artifact's ``mask``, bound to the current ordered cell ids.
+
+    Parameters
+    ----------
+    writer
+        The writer of the ``cell_selection`` artifact being produced.
+    mask
+        One boolean per cell.
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    """
     writer.write("mask", mask, attributes={"rowIds": row_ids_fingerprint(ds)})
 
 
 def open_selection(ds: AnalysisStore, ref: ArtifactRef | str) -> Selection:
-    """A stored selection, checked against the current ordered cell ids."""
+    """A stored selection, checked against the current ordered cell ids.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    ref
+        The ``cell_selection`` artifact's ref.
+
+    Returns
+    -------
+    Selection
+        The selection and its mask.
+
+    Raises
+    ------
+    OperationArgumentError
+        The artifact is of another kind.
+    StaleSelectionError
+        The selection was made for other cell ids (replaced or reordered).
+    MissingArtifactError, IncompleteArtifactError
+        ``ref`` names no published artifact.
+    """
     artifact = open_artifact(ds.root, ref)
     if artifact.ref.kind != "cell_selection":
         msg = f"{artifact.ref}: cell_selection: expected a cell_selection artifact, found one of kind {artifact.ref.kind!r}; pass a selection's ref, a boolean cell column or a mask"
@@ -135,7 +204,36 @@ def open_selection(ds: AnalysisStore, ref: ArtifactRef | str) -> Selection:
 
 
 def publish_selection(ds: AnalysisStore, cell_selection: SelectionLike = None) -> Selection:
-    """The cell selection of an operation: a stored ref, a key column, a mask, or ``I``."""
+    """The cell selection of an operation: a stored ref, a key column, a mask, or ``I``.
+
+    A key column or a mask is published (or reused) as a ``cell_selection``
+    artifact; a ref is opened and checked.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    cell_selection
+        A ``cell_selection`` artifact's ref, the name of a boolean cell
+        column, a boolean mask over every cell, or None for ``I``.
+
+    Returns
+    -------
+    Selection
+        The published selection.
+
+    Raises
+    ------
+    OperationArgumentError
+        The column is not boolean, the mask is not one boolean per cell, no
+        cell is selected, or the ref is of another kind.
+    KeyError
+        The cell table has no such column.
+    StaleSelectionError
+        A stored selection was made for other cell ids.
+    ReadOnlyStoreError
+        The selection is not published yet and the store is read-only.
+    """
     if isinstance(cell_selection, ArtifactRef) or (
         isinstance(cell_selection, str) and "/" in cell_selection
     ):
@@ -151,7 +249,29 @@ def publish_selection(ds: AnalysisStore, cell_selection: SelectionLike = None) -
 
 
 def read_selection_mask(ds: AnalysisStore, cell_selection: SelectionLike = None) -> np.ndarray:
-    """The cells a selection names, read without publishing anything (for checks that come first)."""
+    """The cells a selection names, read without publishing anything (for checks that come first).
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    cell_selection
+        A ``cell_selection`` artifact's ref, the name of a boolean cell
+        column, a boolean mask over every cell, or None for ``I``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The boolean mask of the selected cells (not checked for shape or
+        emptiness: :func:`publish_selection` does that).
+
+    Raises
+    ------
+    KeyError
+        The cell table has no such column.
+    StaleSelectionError
+        A stored selection was made for other cell ids.
+    """
     if isinstance(cell_selection, ArtifactRef) or (
         isinstance(cell_selection, str) and "/" in cell_selection
     ):
@@ -167,6 +287,34 @@ def read_measured_mask(
     """The cells of an operation that reads ``assay``'s values, refused if it holds unmeasured cells.
 
     Reads only: nothing is published, so a refusal writes nothing.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose values the operation reads.
+    cell_selection
+        A ``cell_selection`` artifact's ref, the name of a boolean cell
+        column, a boolean mask over every cell, or None for ``I``.
+    operation
+        The operation, for the message.
+
+    Returns
+    -------
+    numpy.ndarray
+        The boolean mask of the selected cells.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    UnmeasuredCellsError
+        A selected cell was not measured by ``assay``.
+    KeyError
+        The cell table has no such column.
+    StaleSelectionError
+        A stored selection was made for other cell ids.
     """
     if assay not in ds.assays:
         msg = f"{ds.where}: {operation}: no assay {assay!r}; the store has {sorted(ds.assays)} - pass one of them"
@@ -184,7 +332,32 @@ def read_measured_mask(
 def publish_measured_selection(
     ds: AnalysisStore, assay: str, cell_selection: SelectionLike, *, operation: str
 ) -> Selection:
-    """:func:`read_measured_mask`, then the selection published (or reused) as an artifact."""
+    """:func:`read_measured_mask`, then the selection published (or reused) as an artifact.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose values the operation reads.
+    cell_selection
+        A ``cell_selection`` artifact's ref, the name of a boolean cell
+        column, a boolean mask over every cell, or None for ``I``.
+    operation
+        The operation, for the message.
+
+    Returns
+    -------
+    Selection
+        The published selection.
+
+    Raises
+    ------
+    AssayNotFoundError, UnmeasuredCellsError
+        As in :func:`read_measured_mask` (checked before anything is published).
+    OperationArgumentError, KeyError, StaleSelectionError, ReadOnlyStoreError
+        As in :func:`publish_selection`.
+    """
     read_measured_mask(ds, assay, cell_selection, operation=operation)
     return publish_selection(ds, cell_selection)
 
@@ -194,8 +367,34 @@ def select_measured_cells(
 ) -> ArtifactRef:
     """The cells of a selection (default: ``I``) that ``assay`` measured, as a selection artifact.
 
-    Returns the prior selection itself when the assay has no membership
-    column or measured every selected cell.
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay.
+    cell_selection
+        A ``cell_selection`` artifact's ref, the name of a boolean cell
+        column, a boolean mask over every cell, or None for ``I``.
+
+    Returns
+    -------
+    ArtifactRef
+        The ref of a datastore ``cell_selection``: the prior selection itself
+        when the assay has no membership column or measured every selected
+        cell, else the selected cells that the assay measured.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        The assay measured none of the selected cells, or the selection is
+        malformed (as in :func:`publish_selection`).
+    StaleSelectionError
+        A stored selection was made for other cell ids.
+    ReadOnlyStoreError
+        The selection is not published yet and the store is read-only.
     """
     ds.assays[assay]
     column = membership_column(ds.cells, assay)
@@ -223,7 +422,27 @@ def select_measured_cells(
 
 
 def artifact_cell_mask(ds: AnalysisStore, artifact: Artifact) -> np.ndarray:
-    """The cell mask an artifact's rows stand for, following its lineage to the selection."""
+    """The cell mask an artifact's rows stand for, following its lineage to the selection.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    artifact
+        An artifact computed over cells (such as a ``pca`` or ``umap``).
+
+    Returns
+    -------
+    numpy.ndarray
+        One boolean per cell of the store, True for the artifact's rows.
+
+    Raises
+    ------
+    ArtifactError
+        The artifact's lineage reaches no cell selection.
+    StaleSelectionError
+        The selection was made for other cell ids.
+    """
     node = artifact
     while "cells" not in node.inputs():
         parents = node.inputs()

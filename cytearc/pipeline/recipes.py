@@ -81,14 +81,28 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Output:
-    """An artifact of an earlier stage, by output name (passed to the operation as its ref)."""
+    """An artifact of an earlier stage, by output name (passed to the operation as its ref).
+
+    Parameters
+    ----------
+    name
+        The output's name (``normalized``, ``pca``, ...).
+    """
 
     name: str
 
 
 @dataclass(frozen=True)
 class Option:
-    """A setting of the recipe: ``pipeline.run(..., <name>=value)`` overrides ``default``."""
+    """A setting of the recipe: ``pipeline.run(..., <name>=value)`` overrides ``default``.
+
+    Parameters
+    ----------
+    name
+        The option's name.
+    default
+        Its value when the run does not set it.
+    """
 
     name: str
     default: Any
@@ -96,7 +110,13 @@ class Option:
 
 @dataclass(frozen=True)
 class AssayName:
-    """A name made from the run's assay, such as ``AssayName("{assay}_leiden_cluster")``."""
+    """A name made from the run's assay, such as ``AssayName("{assay}_leiden_cluster")``.
+
+    Parameters
+    ----------
+    template
+        The name, with ``{assay}`` where the assay's name goes.
+    """
 
     template: str
 
@@ -135,7 +155,13 @@ class Stage:
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
     def options(self) -> dict[str, Any]:
-        """The recipe options this stage reads, with their defaults."""
+        """The recipe options this stage reads, with their defaults.
+
+        Returns
+        -------
+        dict
+            Option name to default.
+        """
         return {a.name: a.default for a in self.arguments.values() if isinstance(a, Option)}
 
     def run(
@@ -358,6 +384,7 @@ RNA_STANDARD: Final = Recipe(
 """QC to markers: the standard scRNA-seq analysis."""
 
 RECIPES: Final = {RNA_STANDARD.name: RNA_STANDARD}
+"""The recipes :func:`recipe` knows, by name."""
 
 
 def recipe(name: str | Recipe) -> Recipe:

@@ -64,7 +64,19 @@ def _count(plans: tuple[PlanDisposition, ...], disposition: str) -> int:
 
 @dataclass(frozen=True)
 class PipelineRun:
-    """A recorded run: its record, stages, outputs and frozen tables."""
+    """A recorded run: its record, stages, outputs and frozen tables.
+
+    Made by :func:`run_pipeline` and :meth:`Pipeline.open`.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    record
+        The run's record.
+    stages
+        Its stage records, in order.
+    """
 
     ds: AnalysisStore
     record: RunRecord
@@ -82,6 +94,16 @@ class PipelineRun:
 
     def artifact(self, name: str) -> Artifact:
         """One output artifact, e.g. ``"clustering"`` or ``"markers"``.
+
+        Parameters
+        ----------
+        name
+            The output's name (a key of :attr:`outputs`).
+
+        Returns
+        -------
+        Artifact
+            The opened artifact.
 
         Raises
         ------
@@ -114,7 +136,14 @@ class PipelineRun:
         )
 
     def summary(self) -> pd.DataFrame:
-        """One row per stage: status, seconds, peak memory, artifacts created and reused."""
+        """One row per stage: status, seconds, peak memory, artifacts created and reused.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``stage``, ``status``, ``seconds``, ``peak_rss_bytes``,
+            ``created`` and ``reused`` (counting nested plans).
+        """
         rows = []
         for stage in self.stages:
             metrics: Any = stage.metrics
@@ -182,14 +211,47 @@ def run_pipeline(
 ) -> PipelineRun:
     """Run ``recipe`` on ``assay``; a second identical run reuses every artifact.
 
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    recipe
+        A recipe's name in :data:`~cytearc.pipeline.recipes.RECIPES`, or a
+        :class:`~cytearc.pipeline.recipes.Recipe`.
+    assay
+        The assay the recipe analyses.
+    label
+        A name for the run, claimed when it completes
+        (:meth:`Pipeline.by_label` reopens it); None for no label.
+    **stage_options
+        The recipe's options, overriding their defaults; for
+        ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
+        ``qc_nmads``, ``qc_sample_key``, ``target_sum``, ``n_top``,
+        ``n_comps``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
+        ``seed``.
+
+    Returns
+    -------
+    PipelineRun
+        The completed run: its record, stage records and outputs.
+
     Raises
     ------
+    RecipeError
+        No recipe has that name, or it takes no such option.
+    AssayNotFoundError
+        The store has no assay ``assay``.
     UnmeasuredCellsError
         The cells of ``cell_key`` include cells the assay did not measure
         (before any record is written).
     LabelTakenError, LabelClaimBlockedError, AtomicClaimUnsupportedError
         The label cannot be claimed (checked before the run starts, and again
         atomically when it is finalized).
+    ReadOnlyStoreError
+        The store is read-only.
+    CyteArcError
+        A stage failed (any of the errors of its operation); the stage and
+        the run are recorded as failed first.
     """
     plan = find_recipe(recipe)
     config = plan.config(stage_options)
@@ -289,7 +351,13 @@ def run_pipeline(
 
 
 class Pipeline:
-    """``ds.pipeline``: run recipes, list and reopen runs, abandon a stuck label claim."""
+    """``ds.pipeline``: run recipes, list and reopen runs, abandon a stuck label claim.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    """
 
     def __init__(self, ds: AnalysisStore) -> None:
         self._ds = ds
@@ -302,21 +370,96 @@ class Pipeline:
         label: str | None = None,
         **stage_options: Any,
     ) -> PipelineRun:
-        """See :func:`run_pipeline`."""
+        """Run ``recipe`` on ``assay`` (:func:`run_pipeline`); a second identical run reuses every artifact.
+
+        Parameters
+        ----------
+        recipe
+            A recipe's name in :data:`~cytearc.pipeline.recipes.RECIPES`, or a
+            :class:`~cytearc.pipeline.recipes.Recipe`.
+        assay
+            The assay the recipe analyses.
+        label
+            A name for the run, claimed when it completes
+            (:meth:`Pipeline.by_label` reopens it); None for no label.
+        **stage_options
+            The recipe's options, overriding their defaults; for
+            ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
+            ``qc_nmads``, ``qc_sample_key``, ``target_sum``, ``n_top``,
+            ``n_comps``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
+            ``seed``.
+
+        Returns
+        -------
+        PipelineRun
+            The completed run: its record, stage records and outputs.
+
+        Raises
+        ------
+        RecipeError
+            No recipe has that name, or it takes no such option.
+        AssayNotFoundError
+            The store has no assay ``assay``.
+        UnmeasuredCellsError
+            The cells of ``cell_key`` include cells the assay did not measure
+            (before any record is written).
+        LabelTakenError, LabelClaimBlockedError, AtomicClaimUnsupportedError
+            The label cannot be claimed (checked before the run starts, and again
+            atomically when it is finalized).
+        ReadOnlyStoreError
+            The store is read-only.
+        CyteArcError
+            A stage failed (any of the errors of its operation); the stage and
+            the run are recorded as failed first.
+        """
         return run_pipeline(self._ds, recipe=recipe, assay=assay, label=label, **stage_options)
 
     def runs(self) -> list[RunRecord]:
-        """Every readable run (unreadable ones are skipped with a warning naming them)."""
+        """Every readable run (unreadable ones are skipped with a warning naming them).
+
+        Returns
+        -------
+        list of RunRecord
+            The runs' records.
+        """
         return ledger.list_runs(self._ds.root, where=self._ds.where)
 
     def open(self, run_id: str) -> PipelineRun:
-        """A recorded run; an unreadable one raises its error."""
+        """A recorded run; an unreadable one raises its error.
+
+        Parameters
+        ----------
+        run_id
+            The run's id.
+
+        Returns
+        -------
+        PipelineRun
+            The run, with its stage records.
+
+        Raises
+        ------
+        RunNotFoundError
+            No run of that id is stored.
+        PipelineRecordError
+            Its record or a stage record is missing a field or has a wrong value.
+        """
         root, where = self._ds.root, self._ds.where
         record = ledger.open_run(root, run_id, where=where)
         return PipelineRun(self._ds, record, tuple(ledger.run_stages(root, run_id, where=where)))
 
     def by_label(self, label: str) -> PipelineRun:
         """The completed run that owns ``label``.
+
+        Parameters
+        ----------
+        label
+            The run's label.
+
+        Returns
+        -------
+        PipelineRun
+            The run.
 
         Raises
         ------
@@ -330,7 +473,36 @@ class Pipeline:
         return self.open(owner)
 
     def abandon_label_claim(self, *, label: str, run_id: str, reason: str) -> RunRecord:
-        """Mark the incomplete run that owns ``label`` interrupted, after confirming its process stopped."""
+        """Mark the incomplete run that owns ``label`` interrupted, after confirming its process stopped.
+
+        Only for an operator who has confirmed that the run's process
+        stopped: CyteArc never infers abandonment from elapsed time. A new
+        run can then claim the label.
+
+        Parameters
+        ----------
+        label
+            The label.
+        run_id
+            The run that owns it, exactly.
+        reason
+            Why the run's process is known to have stopped (recorded).
+
+        Returns
+        -------
+        RunRecord
+            The run's new record (``interrupted``).
+
+        Raises
+        ------
+        LabelClaimError
+            ``reason`` is empty, ``run_id`` is not the label's current owner,
+            or its run is not incomplete.
+        RunNotFoundError, PipelineRecordError
+            The owner's run is removed or unreadable.
+        ReadOnlyStoreError
+            The store is read-only.
+        """
         return ledger.abandon_label_claim(
             self._ds.root, label=label, run_id=run_id, reason=reason, where=self._ds.where
         )

@@ -26,7 +26,27 @@ __all__ = ["FrozenTable", "feature_universe", "input_snapshot", "snapshot_table"
 
 
 def feature_universe(ds: AnalysisStore, assay: str) -> Artifact:
-    """An all-feature selection of ``assay`` bound to its ordered feature ids."""
+    """An all-feature selection of ``assay`` bound to its ordered feature ids.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay.
+
+    Returns
+    -------
+    Artifact
+        A ``feature_selection`` of the assay: ``mask``, True for every feature.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    ReadOnlyStoreError
+        It is not published yet and the store is read-only.
+    """
     ids = values_digest(ds.assays[assay].features.fetch_all("ids"))
     n = ds.assays[assay].shape[1]
 
@@ -54,6 +74,26 @@ def snapshot_table(ds: AnalysisStore, table: str) -> Artifact:
     Columns that analysis operations generated (``cytearc:generatedBy``) are
     outputs, not inputs, and are left out, so a run's own outputs do not
     change the snapshot of the next identical run.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    table
+        ``"cells"``, or an assay's name for its feature table.
+
+    Returns
+    -------
+    Artifact
+        A ``metadata_snapshot``: one array per column, its ``columns``
+        attribute naming them in order.
+
+    Raises
+    ------
+    AssayNotFoundError
+        ``table`` is neither ``"cells"`` nor an assay of the store.
+    ReadOnlyStoreError
+        It is not published yet and the store is read-only.
     """
     source = _table(ds, table)
     columns = [c for c in source.columns if GENERATED_ATTRIBUTE not in source.attributes(c)]
@@ -81,7 +121,18 @@ class FrozenTable:
     """A run's view of a table: its snapshot, with ``I`` from the run's selection.
 
     ``table["I"]`` is the stored selection, checked against the current
-    ordered row ids; other columns are the snapshot's values.
+    ordered row ids (a :class:`~cytearc.errors.StaleSelectionError` when they
+    were replaced or reordered); other columns are the snapshot's values (a
+    :class:`~cytearc.errors.ColumnNotFoundError` for a column it lacks).
+
+    Parameters
+    ----------
+    snapshot
+        The table's ``metadata_snapshot`` (:func:`snapshot_table`).
+    selection
+        The run's cell or feature selection (``mask``).
+    row_ids
+        The fingerprint of the current ordered row ids.
     """
 
     def __init__(self, snapshot: Artifact, selection: Artifact, *, row_ids: str) -> None:
@@ -116,7 +167,7 @@ def input_snapshot(ds: AnalysisStore, assay: str = "RNA", *, cell_key: str = "I"
     Parameters
     ----------
     ds
-        The store.
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     assay
         The run's assay.
     cell_key
@@ -127,6 +178,15 @@ def input_snapshot(ds: AnalysisStore, assay: str = "RNA", *, cell_key: str = "I"
     dict of str to Artifact
         ``cells`` (a ``cell_selection``), ``feature_universe``,
         ``cell_metadata`` and ``feature_metadata``.
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no assay ``assay``.
+    OperationArgumentError
+        ``cell_key`` is not a boolean cell column, or selects no cell.
+    ReadOnlyStoreError
+        They are not published yet and the store is read-only.
     """
     return {
         "cells": publish_selection(ds, cell_key).artifact,

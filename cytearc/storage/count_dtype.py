@@ -43,7 +43,18 @@ class ValueRange:
     n_values: int = 0
 
     def merge(self, other: ValueRange) -> ValueRange:
-        """The range of both batches."""
+        """The range of both batches.
+
+        Parameters
+        ----------
+        other
+            The range of another batch of the same source.
+
+        Returns
+        -------
+        ValueRange
+            The range of the values of both.
+        """
         if other.n_values == 0:
             return replace(self, source=np.promote_types(self.source, other.source))
         if self.n_values == 0:
@@ -59,6 +70,26 @@ class ValueRange:
 
 def scan_values(values: np.ndarray, *, where: str = "counts") -> ValueRange:
     """The range of one batch of (already duplicate-summed) values; refuses NaN and infinity.
+
+    Parameters
+    ----------
+    values
+        The batch's stored values (a sparse matrix's ``data``, or a dense band).
+    where
+        The source and rows, for messages.
+
+    Returns
+    -------
+    ValueRange
+        The minimum, maximum, whether every value is an integer, and the
+        source dtype.
+
+    Raises
+    ------
+    CountCastError
+        The values are not of a number dtype.
+    NonFiniteCountsError
+        A value is NaN or infinite.
 
     Examples
     --------
@@ -97,6 +128,23 @@ def scan_values(values: np.ndarray, *, where: str = "counts") -> ValueRange:
 def resolve_count_dtype(value_range: ValueRange) -> np.dtype:
     """The storage dtype of counts with this range.
 
+    Parameters
+    ----------
+    value_range
+        The range of every value of the assay (:func:`scan_values`, merged).
+
+    Returns
+    -------
+    numpy.dtype
+        The narrowest unsigned integer dtype that holds non-negative integer
+        counts, else float32 or float64 as the source, else the source's
+        signed integer dtype.
+
+    Raises
+    ------
+    CountCastError
+        Non-negative integer counts do not fit uint64.
+
     Examples
     --------
     >>> resolve_count_dtype(scan_values(np.array([0.0, 255.0])))
@@ -123,7 +171,28 @@ def resolve_count_dtype(value_range: ValueRange) -> np.dtype:
 
 
 def checked_cast(values: np.ndarray, dtype: np.dtype, *, where: str = "counts") -> np.ndarray:
-    """``values`` as ``dtype``, raising :class:`CountCastError` instead of wrapping or truncating."""
+    """``values`` as ``dtype``, raising :class:`CountCastError` instead of wrapping or truncating.
+
+    Parameters
+    ----------
+    values
+        The values.
+    dtype
+        The storage dtype.
+    where
+        The rows, for messages.
+
+    Returns
+    -------
+    numpy.ndarray
+        The values in ``dtype`` (``values`` itself when already of it).
+
+    Raises
+    ------
+    CountCastError
+        A non-integer value would go to an integer dtype, or a value is out
+        of the dtype's range.
+    """
     target = np.dtype(dtype)
     if values.dtype == target:
         return values

@@ -66,6 +66,18 @@ def _replaceable(path: Path) -> str | None:
 def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
     """Refuse a destination a writer may not create or replace; return it as a Path.
 
+    Parameters
+    ----------
+    destination
+        A local directory.
+    overwrite
+        Whether an unprepared CyteArc store there may be replaced.
+
+    Returns
+    -------
+    pathlib.Path
+        The destination.
+
     Raises
     ------
     DestinationExistsError
@@ -76,7 +88,7 @@ def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
     path = Path(destination).absolute()
     for parent in path.parents:
         if any((parent / name).exists() for name in _ZARR_METADATA):
-            msg = f"{path}: expected a destination outside any Zarr hierarchy, found one at {parent}; choose a destination outside it"
+            msg = f"{path}: lies inside the Zarr hierarchy at {parent}; expected a destination outside any Zarr hierarchy - choose one outside it"
             raise DestinationExistsError(msg)
     attrs = _root_attributes(path)
     if attrs is not None and attrs.get("is_assay"):
@@ -94,7 +106,25 @@ def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
 
 
 def create_destination(path: Path, *, overwrite: bool) -> zarr.Group:
-    """Create the root group: mode ``w-`` (refusing keys that appeared) or ``w`` when replacing."""
+    """Create the root group: mode ``w-`` (refusing keys that appeared) or ``w`` when replacing.
+
+    Parameters
+    ----------
+    path
+        The destination, checked by :func:`validate_destination`.
+    overwrite
+        Replace what is there.
+
+    Returns
+    -------
+    zarr.Group
+        The new, empty root group.
+
+    Raises
+    ------
+    DestinationExistsError
+        Keys appeared at ``path`` since it was checked, and ``overwrite`` is false.
+    """
     replacing = overwrite and path.exists() and any(path.iterdir())
     try:
         return zarr.open_group(store=path, mode="w" if replacing else "w-", zarr_format=3)

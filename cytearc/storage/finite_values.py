@@ -23,6 +23,22 @@ __all__ = ["checked_blocks", "validate_finite"]
 def validate_finite(values: np.ndarray, *, operation: str, array: str, first_row: int = 0) -> None:
     """Raise :class:`NonFiniteArtifactError` at the first row of ``values`` with a non-finite value.
 
+    Parameters
+    ----------
+    values
+        An artifact array's values (or a band of its rows).
+    operation
+        The operation producing it, for the message.
+    array
+        The array's name, for the message.
+    first_row
+        The row of the array where ``values`` start.
+
+    Raises
+    ------
+    NonFiniteArtifactError
+        A value is NaN or infinite; the error names its row.
+
     Examples
     --------
     >>> import numpy as np
@@ -48,5 +64,20 @@ def _check_block(
 
 
 def checked_blocks(x: da.Array, *, operation: str, array: str) -> da.Array:
-    """``x`` with every block checked for finite values as it is computed."""
+    """``x`` with every block checked for finite values as it is computed.
+
+    Parameters
+    ----------
+    x
+        The array's values.
+    operation
+        The operation producing it, for messages.
+    array
+        The array's name, for messages.
+
+    Returns
+    -------
+    dask.array.Array
+        ``x``, each block checked by :func:`validate_finite` with its global row.
+    """
     return _checked_blocks(x, functools.partial(_check_block, operation=operation, array=array))

@@ -41,6 +41,25 @@ def block_digests(block: np.ndarray, *, first_row: int, n_rows: int) -> list[byt
 
     ``first_row`` must start an identity block, and ``block`` must end at a
     block boundary or at the matrix's last row ``n_rows``.
+
+    Parameters
+    ----------
+    block
+        Rows of the matrix, in storage dtype.
+    first_row
+        The matrix row ``block`` starts at.
+    n_rows
+        The matrix's rows.
+
+    Returns
+    -------
+    list of bytes
+        One raw 32-byte digest per identity block, in row order.
+
+    Raises
+    ------
+    ValueError
+        ``block`` does not cover whole identity blocks.
     """
     rows = block.shape[0]
     end = first_row + rows
@@ -57,7 +76,22 @@ def block_digests(block: np.ndarray, *, first_row: int, n_rows: int) -> list[byt
 
 
 def counts_fingerprint(*, shape: tuple[int, int], dtype: np.dtype, digests: Iterable[bytes]) -> str:
-    """Combine identity-block digests, in row order, into the content fingerprint."""
+    """Combine identity-block digests, in row order, into the content fingerprint.
+
+    Parameters
+    ----------
+    shape
+        The matrix's ``(n_rows, n_cols)``.
+    dtype
+        Its storage dtype (gives the type word).
+    digests
+        Every identity block's digest, in row order (:func:`block_digests`).
+
+    Returns
+    -------
+    str
+        ``sha256:`` and 64 hex digits.
+    """
     header = (
         f"cytearc counts fingerprint {COUNTS_FINGERPRINT_VERSION}\n"
         f"shape {shape[0]} {shape[1]}\ntype {layer_type_word(dtype)}\n"

@@ -24,6 +24,18 @@ __all__ = ["ColumnMoments"]
 class ColumnMoments:
     """Row count, per-column sums and squared deviations from the column means.
 
+    Parameters
+    ----------
+    n
+        The number of rows.
+    total
+        Per column, the sum of the values.
+    m2
+        Per column, the sum of squared deviations from the column mean.
+    low, high
+        Per column, the smallest and largest value (``inf`` and ``-inf``
+        for no rows).
+
     Examples
     --------
     >>> x = np.array([[1.0, 5.0], [3.0, 5.0], [5.0, 5.0]])
@@ -40,7 +52,18 @@ class ColumnMoments:
 
     @classmethod
     def of(cls, block: np.ndarray) -> ColumnMoments:
-        """The moments of one band of rows (computed in float64)."""
+        """The moments of one band of rows (computed in float64).
+
+        Parameters
+        ----------
+        block
+            Rows x columns.
+
+        Returns
+        -------
+        ColumnMoments
+            The block's moments.
+        """
         values = np.asarray(block, dtype=np.float64)
         n = values.shape[0]
         if n == 0:
@@ -53,12 +76,34 @@ class ColumnMoments:
 
     @classmethod
     def empty(cls, n_columns: int) -> ColumnMoments:
-        """No rows yet."""
+        """No rows yet.
+
+        Parameters
+        ----------
+        n_columns
+            The number of columns.
+
+        Returns
+        -------
+        ColumnMoments
+            Zero rows, zero sums and deviations.
+        """
         zeros = np.zeros(n_columns)
         return cls(0, zeros, zeros.copy(), np.full(n_columns, np.inf), np.full(n_columns, -np.inf))
 
     def merge(self, other: ColumnMoments) -> ColumnMoments:
-        """The moments of the rows of both (Chan's parallel update)."""
+        """The moments of the rows of both (Chan's parallel update).
+
+        Parameters
+        ----------
+        other
+            The moments of more rows (of the same columns).
+
+        Returns
+        -------
+        ColumnMoments
+            The merged moments.
+        """
         if other.n == 0:
             return self
         if self.n == 0:
@@ -71,7 +116,13 @@ class ColumnMoments:
         return ColumnMoments(n, self.total + other.total, m2, low, high)
 
     def pack(self) -> np.ndarray:
-        """The moments as a ``(5, n_columns)`` float64 array (n, total, m2, low, high)."""
+        """The moments as a ``(5, n_columns)`` float64 array (n, total, m2, low, high).
+
+        Returns
+        -------
+        numpy.ndarray
+            The packed moments; :meth:`merge_packed` reads them back.
+        """
         n = np.full_like(self.total, float(self.n))
         return np.stack([n, self.total, self.m2, self.low, self.high])
 
@@ -82,6 +133,17 @@ class ColumnMoments:
         Each band merges its moments into the running ones in order, as the
         seed's "Normalized feature statistics" describes, so the result does
         not depend on how the bands were computed.
+
+        Parameters
+        ----------
+        packed
+            The packed bands, ``(5 * n_bands, n_columns)`` (or
+            ``(n_bands, 5, n_columns)``).
+
+        Returns
+        -------
+        ColumnMoments
+            The moments of all the rows.
         """
         bands = np.asarray(packed, dtype=np.float64).reshape(-1, 5, packed.shape[-1])
         out = cls.empty(packed.shape[-1])

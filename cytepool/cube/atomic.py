@@ -25,13 +25,35 @@ _RENAME_EXCHANGE: Final = 2
 
 
 def hidden_sibling(target: Path) -> Path:
-    """A new hidden path beside ``target`` on the same filesystem."""
+    """A new hidden path beside ``target`` on the same filesystem.
+
+    Parameters
+    ----------
+    target
+        The path to be published.
+
+    Returns
+    -------
+    pathlib.Path
+        ``.<name>.<random>`` in ``target``'s directory; nothing is created.
+    """
     return target.parent / f".{target.name}.tmp-{uuid.uuid4().hex}"
 
 
 @contextlib.contextmanager
 def staging(target: Path) -> Iterator[Path]:
-    """Yield a hidden sibling to write into; remove it if the block fails."""
+    """Yield a hidden sibling to write into; remove it if the block fails.
+
+    Parameters
+    ----------
+    target
+        The path to be published.
+
+    Yields
+    ------
+    pathlib.Path
+        The hidden sibling.
+    """
     tmp = hidden_sibling(target)
     try:
         yield tmp
@@ -49,7 +71,13 @@ def _fsync(path: Path) -> None:
 
 
 def fsync_tree(root: Path) -> None:
-    """Flush every file below ``root``, then every directory, to disk."""
+    """Flush every file below ``root``, then every directory, to disk.
+
+    Parameters
+    ----------
+    root
+        The tree to flush.
+    """
     files: list[Path] = []
     dirs: list[Path] = []
     for dirpath, _, filenames in os.walk(root):
@@ -80,6 +108,20 @@ def publish(tmp: Path, target: Path, *, replace: bool) -> None:
 
     Without ``replace`` the rename refuses an existing target, even one created
     while ``tmp`` was being written.
+
+    Parameters
+    ----------
+    tmp
+        The written tree.
+    target
+        Where it is published.
+    replace
+        Replace an existing ``target``.
+
+    Raises
+    ------
+    CubeExistsError
+        ``target`` exists and ``replace`` is false.
     """
     if not replace:
         try:

@@ -229,7 +229,18 @@ class Cube:
         return source
 
     def encoded_table(self, axis: str) -> tuple[EncodedColumn, ...]:
-        """The stored encoding of the ``axis`` table (``samples``, ``groups`` or ``features``)."""
+        """The stored encoding of the ``axis`` table (``samples``, ``groups`` or ``features``).
+
+        Parameters
+        ----------
+        axis
+            ``samples``, ``groups`` or ``features``.
+
+        Returns
+        -------
+        tuple of EncodedColumn
+            The table's columns as the file stores them, in order.
+        """
         return self._encoded[axis]
 
     def __repr__(self) -> str:
@@ -273,7 +284,18 @@ class Cube:
         return self.static_digests(layers)
 
     def static_digests(self, layers: Mapping[str, LayerDigests]) -> Digests:
-        """Digests of the tables, cell numbers and normalization, with the given layer digests."""
+        """Digests of the tables, cell numbers and normalization, with the given layer digests.
+
+        Parameters
+        ----------
+        layers
+            Each layer's digests (computed while the layers were written).
+
+        Returns
+        -------
+        Digests
+            Every digest of the cube.
+        """
         n_groups, n_samples, n_features = self.shape
         rows = {"samples": n_samples, "groups": n_groups, "features": n_features}
         tables = {a: table_digest(self._encoded[a], n_rows=rows[a]) for a in TABLE_AXES}
@@ -295,6 +317,11 @@ class Cube:
         ----------
         progress
             Show a progress bar while the layers are read.
+
+        Returns
+        -------
+        str
+            The fingerprint, ``sha256:`` and 64 hex digits.
 
         Raises
         ------
@@ -329,7 +356,13 @@ class Cube:
         return {**copy.deepcopy(self._origin), "operations": operations}
 
     def history(self) -> str:
-        """The provenance in plain words, one line per step."""
+        """The provenance in plain words, one line per step.
+
+        Returns
+        -------
+        str
+            The lines (see :func:`~cytepool.describe_provenance`).
+        """
         from cytepool.cube.provenance import describe_provenance  # noqa: PLC0415
 
         return describe_provenance(self.provenance)
@@ -374,6 +407,25 @@ class Cube:
         Each argument is a list of labels (values of the table's first column)
         or a boolean mask; ``None`` keeps the axis whole. The result's provenance
         gains a ``select`` record with the chosen positions.
+
+        Parameters
+        ----------
+        samples
+            The samples to keep.
+        groups
+            The groups to keep.
+        features
+            The features to keep.
+
+        Returns
+        -------
+        Cube
+            The new cube.
+
+        Raises
+        ------
+        CubeValueError
+            A label is unknown or repeated, or a mask has the wrong length.
         """
         from cytepool.cube.operations import select  # noqa: PLC0415
 
@@ -387,6 +439,23 @@ class Cube:
         keep their own. New members are ordered by first appearance. Columns
         other than the label column are kept where they are constant within
         every new member.
+
+        Parameters
+        ----------
+        axis
+            ``groups`` or ``samples``.
+        mapping
+            Old label to new label.
+
+        Returns
+        -------
+        Cube
+            The new cube, with a ``combine`` record in its provenance.
+
+        Raises
+        ------
+        CubeValueError
+            ``axis`` is not one of those, or ``mapping`` names unknown labels.
         """
         from cytepool.cube.operations import combine  # noqa: PLC0415
 

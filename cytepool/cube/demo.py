@@ -20,6 +20,20 @@ def demo_cube(*, n_features: int = 2000, n_donors: int = 3, seed: int = 0) -> Cu
     ``linear_sum``, ``log_sum`` and ``log_sum_sq`` of library-size normalized
     values (target sum 10,000), as an exporter would.
 
+    Parameters
+    ----------
+    n_features
+        The genes.
+    n_donors
+        The donors; each has a ``ctrl`` and a ``stim`` sample.
+    seed
+        Seed of the generator.
+
+    Returns
+    -------
+    Cube
+        The cube, with ``n_cells`` and a ``normalization`` record.
+
     Examples
     --------
     >>> cube = demo_cube(n_features=50)

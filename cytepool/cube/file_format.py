@@ -59,6 +59,16 @@ def column_array_names(names: Sequence[str]) -> list[str]:
     """Array names of table columns: the column name where it is a safe node name, else ``column-<i>``.
 
     Names are unique even on a case-insensitive filesystem.
+
+    Parameters
+    ----------
+    names
+        The table's column names, in order.
+
+    Returns
+    -------
+    list of str
+        One array name per column.
     """
     taken: set[str] = set()
     out = []
@@ -93,7 +103,33 @@ def validate_array(
     dtype_expected: str,
     dimension_names: tuple[str, ...],
 ) -> None:
-    """Raise :class:`CubeMetadataError` naming the first metadata field that is not as expected."""
+    """Raise :class:`CubeMetadataError` naming the first metadata field that is not as expected.
+
+    Parameters
+    ----------
+    array
+        The array to check.
+    where
+        Its path, for the message.
+    shape
+        The shape it must have.
+    chunks
+        Whether a chunk shape is allowed.
+    chunks_expected
+        The chunk rule, for the message.
+    dtype
+        Whether a data type is allowed.
+    dtype_expected
+        The data type rule, for the message.
+    dimension_names
+        The dimension names it must have.
+
+    Raises
+    ------
+    CubeMetadataError
+        The format, shape, data type, chunks, fill value, codecs, dimension
+        names, chunk key encoding or storage transformers are not the format's.
+    """
     meta = array.metadata
 
     def fail(field: str, expected: object, found: object) -> CubeMetadataError:
@@ -128,7 +164,18 @@ def validate_array(
 
 
 def layer_chunks_ok(n_samples: int) -> Callable[[tuple[int, ...]], bool]:
-    """Chunk rule of layers: one group, every sample, 1 to 4,096 features."""
+    """Chunk rule of layers: one group, every sample, 1 to 4,096 features.
+
+    Parameters
+    ----------
+    n_samples
+        The cube's samples.
+
+    Returns
+    -------
+    callable
+        Whether a chunk shape follows the rule.
+    """
 
     def ok(chunks: tuple[int, ...]) -> bool:
         return (

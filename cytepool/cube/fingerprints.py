@@ -108,17 +108,50 @@ _TYPE_WORDS: Final = ("int64", "float64")
 
 
 def sha256_digest(data: bytes | memoryview) -> str:
-    """Digest of a byte string."""
+    """Digest of a byte string.
+
+    Parameters
+    ----------
+    data
+        The bytes.
+
+    Returns
+    -------
+    str
+        ``sha256:`` and the hex SHA-256 of ``data``.
+    """
     return format_digest(hashlib.sha256(data))
 
 
 def n_cells_digest(n_cells: np.ndarray) -> str:
-    """Digest of the (n_samples, n_groups) cell numbers."""
+    """Digest of the (n_samples, n_groups) cell numbers.
+
+    Parameters
+    ----------
+    n_cells
+        The cell numbers.
+
+    Returns
+    -------
+    str
+        The digest of their ``i64`` values in C order.
+    """
     return sha256_digest(np.ascontiguousarray(n_cells, dtype="<i8").data)
 
 
 def normalization_digest(normalization: Mapping[str, Any]) -> str:
-    """Digest of the RFC 8785 canonical JSON of a normalization object."""
+    """Digest of the RFC 8785 canonical JSON of a normalization object.
+
+    Parameters
+    ----------
+    normalization
+        The cube's normalization object.
+
+    Returns
+    -------
+    str
+        The digest.
+    """
     return sha256_digest(canonical_json(normalization, what="normalization"))
 
 
@@ -142,7 +175,14 @@ class Digests:
     layers: Mapping[str, LayerDigests]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object of the ``digests`` attribute of a cube file."""
+        """The JSON object of the ``digests`` attribute of a cube file.
+
+        Returns
+        -------
+        dict
+            ``samples``, ``groups``, ``features``, ``n_cells``,
+            ``normalization`` and ``layers`` (by name, ``type`` and ``groups``).
+        """
         return {
             "samples": self.samples,
             "groups": self.groups,
@@ -157,7 +197,27 @@ class Digests:
 
     @classmethod
     def from_json(cls, value: object, *, n_groups: int, where: str) -> Digests:
-        """Parse the ``digests`` attribute strictly; :class:`CubeFormatError` names the key."""
+        """Parse the ``digests`` attribute strictly; :class:`CubeFormatError` names the key.
+
+        Parameters
+        ----------
+        value
+            The attribute's value.
+        n_groups
+            The cube's groups (each layer has one digest per group).
+        where
+            The file, for the message.
+
+        Returns
+        -------
+        Digests
+            The digests.
+
+        Raises
+        ------
+        CubeFormatError
+            A key is missing, unknown or not a digest.
+        """
 
         def fail(key: str, expected: str, found: object) -> CubeFormatError:
             return CubeFormatError(
@@ -203,7 +263,20 @@ class Digests:
 
 
 def manifest(digests: Digests, *, shape: tuple[int, int, int]) -> bytes:
-    """The manifest text of the fingerprint, as UTF-8 bytes."""
+    """The manifest text of the fingerprint, as UTF-8 bytes.
+
+    Parameters
+    ----------
+    digests
+        The cube's digests.
+    shape
+        ``(n_groups, n_samples, n_features)``.
+
+    Returns
+    -------
+    bytes
+        The manifest.
+    """
     n_groups, n_samples, n_features = shape
     lines = [
         f"cytepool cube fingerprint {FINGERPRINT_VERSION}",
@@ -221,5 +294,18 @@ def manifest(digests: Digests, *, shape: tuple[int, int, int]) -> bytes:
 
 
 def fingerprint(digests: Digests, *, shape: tuple[int, int, int]) -> str:
-    """The fingerprint: the digest of the manifest."""
+    """The fingerprint: the digest of the manifest.
+
+    Parameters
+    ----------
+    digests
+        The cube's digests.
+    shape
+        ``(n_groups, n_samples, n_features)``.
+
+    Returns
+    -------
+    str
+        ``sha256:`` and the hex SHA-256 of :func:`manifest`.
+    """
     return sha256_digest(manifest(digests, shape=shape))

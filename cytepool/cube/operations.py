@@ -70,7 +70,24 @@ def select(
     groups: Sequence[Any] | np.ndarray | None = None,
     features: Sequence[Any] | np.ndarray | None = None,
 ) -> Cube:
-    """See :meth:`Cube.select`."""
+    """The chosen samples, groups and features of ``cube`` (:meth:`Cube.select <cytepool.Cube.select>`).
+
+    Parameters
+    ----------
+    cube
+        The cube.
+    samples
+        Sample labels or a boolean mask; None keeps every sample.
+    groups
+        Group labels or a boolean mask; None keeps every group.
+    features
+        Feature labels or a boolean mask; None keeps every feature.
+
+    Returns
+    -------
+    Cube
+        The new cube.
+    """
     chosen = {
         "samples": _positions(cube, "samples", samples),
         "groups": _positions(cube, "groups", groups),
@@ -123,7 +140,27 @@ def _json_label(value: Any) -> Any:  # noqa: ANN401 (a table label)
 
 
 def combine(cube: Cube, *, axis: str, mapping: object) -> Cube:
-    """See :meth:`Cube.combine`."""
+    """Merge groups or samples of ``cube`` (:meth:`Cube.combine <cytepool.Cube.combine>`).
+
+    Parameters
+    ----------
+    cube
+        The cube.
+    axis
+        ``groups`` or ``samples``.
+    mapping
+        Old label to new label.
+
+    Returns
+    -------
+    Cube
+        The new cube.
+
+    Raises
+    ------
+    CubeValueError
+        ``axis`` or ``mapping`` is malformed, or names unknown labels.
+    """
     if axis not in _N_CELLS_AXIS:
         msg = f"combine: axis must be 'groups' or 'samples', found {axis!r}"
         raise CubeValueError(msg)
@@ -231,7 +268,25 @@ OPERATIONS: Final = {"select": _replay_select, "combine": _replay_combine}
 
 
 def replay(cube: Cube, record: Mapping[str, Any]) -> Cube:
-    """Apply the operation of a provenance record to ``cube``."""
+    """Apply the operation of a provenance record to ``cube``.
+
+    Parameters
+    ----------
+    cube
+        The cube the record's operation was applied to.
+    record
+        One entry of a provenance's ``operations``.
+
+    Returns
+    -------
+    Cube
+        The cube the operation gives.
+
+    Raises
+    ------
+    ChainVerificationError
+        The operation is unknown, or its parameters do not apply to ``cube``.
+    """
     name = record.get("operation")
     if name not in OPERATIONS:
         msg = f"operation {name!r} cannot be replayed; known: {sorted(OPERATIONS)}"

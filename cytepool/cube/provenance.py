@@ -31,7 +31,25 @@ _RECORD_KEYS = frozenset({"operation", "parameters", "input", "output"})
 
 
 def parse_provenance(value: object, *, where: str) -> dict[str, Any]:
-    """Parse a provenance object strictly; :class:`CubeFormatError` names what is wrong."""
+    """Parse a provenance object strictly; :class:`CubeFormatError` names what is wrong.
+
+    Parameters
+    ----------
+    value
+        The attribute's value.
+    where
+        The file, for the message.
+
+    Returns
+    -------
+    dict
+        The provenance, ``cytepool``, ``source`` and ``operations``.
+
+    Raises
+    ------
+    CubeFormatError
+        A key is missing, unknown or of the wrong type.
+    """
 
     def fail(key: str, expected: str, found: object) -> CubeFormatError:
         return CubeFormatError(
@@ -105,6 +123,16 @@ def _describe_record(record: Mapping[str, Any]) -> str:
 
 def describe_provenance(record: Mapping[str, Any]) -> str:
     """Say a provenance object in plain words, one line per step.
+
+    Parameters
+    ----------
+    record
+        A cube's provenance (:attr:`Cube.provenance <cytepool.Cube.provenance>`).
+
+    Returns
+    -------
+    str
+        The lines.
 
     Examples
     --------

@@ -63,6 +63,16 @@ def read_cube(path: str | Path) -> Cube:
     computation that reads a whole group of a layer checks that group's
     digest. Reading never writes to the file.
 
+    Parameters
+    ----------
+    path
+        The cube's directory.
+
+    Returns
+    -------
+    Cube
+        The cube, with lazy layers.
+
     Raises
     ------
     CubeNotFoundError

@@ -66,7 +66,22 @@ class EncodedColumn:
 
 
 def validate_kind(kind: str, dtype: np.dtype, *, where: str) -> None:
-    """Raise :class:`CubeTableError` unless ``dtype`` is the stored dtype of ``kind``."""
+    """Raise :class:`CubeTableError` unless ``dtype`` is the stored dtype of ``kind``.
+
+    Parameters
+    ----------
+    kind
+        The column's kind (``text``, ``bool``, ``int``, ``float``, ``datetime64[...]`` ...).
+    dtype
+        The stored array's dtype.
+    where
+        The array, for the message.
+
+    Raises
+    ------
+    CubeTableError
+        ``dtype`` is not the one ``kind`` is stored as.
+    """
     ok = (
         (kind == "text" and dtype == np.int32)
         or (kind == "bool" and dtype == np.bool_)
@@ -84,7 +99,26 @@ def validate_kind(kind: str, dtype: np.dtype, *, where: str) -> None:
 
 
 def encode_table(table: object, *, axis: str) -> tuple[EncodedColumn, ...]:
-    """Encode every column of ``table`` (the ``axis`` table of a cube), in order."""
+    """Encode every column of ``table`` (the ``axis`` table of a cube), in order.
+
+    Parameters
+    ----------
+    table
+        A DataFrame.
+    axis
+        ``samples``, ``groups`` or ``features``, for messages.
+
+    Returns
+    -------
+    tuple of EncodedColumn
+        The columns.
+
+    Raises
+    ------
+    CubeTableError
+        ``table`` is not a DataFrame with unique string column names, or a
+        column cannot be encoded.
+    """
     if not isinstance(table, pd.DataFrame):
         msg = f"{axis} table: expected a pandas DataFrame, found {type(table).__name__}"
         raise CubeTableError(msg)
@@ -107,7 +141,27 @@ def encode_table(table: object, *, axis: str) -> tuple[EncodedColumn, ...]:
 
 
 def encode_column(name: str, column: pd.Series, *, axis: str) -> EncodedColumn:
-    """Encode one column; raise :class:`CubeTableError` for a column no kind can hold."""
+    """Encode one column; raise :class:`CubeTableError` for a column no kind can hold.
+
+    Parameters
+    ----------
+    name
+        The column's name.
+    column
+        Its values.
+    axis
+        The table's axis, for messages.
+
+    Returns
+    -------
+    EncodedColumn
+        The column's kind and stored values.
+
+    Raises
+    ------
+    CubeTableError
+        No kind can hold the column's values.
+    """
     where = f"{axis} table, column {name!r}"
     dtype = column.dtype
     if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype):
@@ -170,7 +224,18 @@ def _encode_text(name: str, column: pd.Series, *, where: str) -> EncodedColumn:
 
 
 def decode_column(column: EncodedColumn) -> pd.Series:
-    """Turn a stored column back into a :class:`pandas.Series` named like it."""
+    """Turn a stored column back into a :class:`pandas.Series` named like it.
+
+    Parameters
+    ----------
+    column
+        The stored column.
+
+    Returns
+    -------
+    pandas.Series
+        Its values.
+    """
     values = column.values
     if column.levels is not None:
         objects = np.empty(values.shape, dtype=object)
@@ -186,7 +251,20 @@ def decode_column(column: EncodedColumn) -> pd.Series:
 
 
 def table_digest(columns: Sequence[EncodedColumn], *, n_rows: int) -> str:
-    """Digest of a table: see :mod:`cytepool.cube.fingerprints` for the byte encoding."""
+    """Digest of a table: see :mod:`cytepool.cube.fingerprints` for the byte encoding.
+
+    Parameters
+    ----------
+    columns
+        The table's columns, in stored order.
+    n_rows
+        Its rows.
+
+    Returns
+    -------
+    str
+        The table digest.
+    """
     h = hashlib.sha256()
     h.update(u64(n_rows))
     h.update(u64(len(columns)))

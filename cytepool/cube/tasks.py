@@ -42,7 +42,18 @@ LAYER_CHUNK_FEATURES: Final = 4096
 
 
 def layer_chunks(shape: tuple[int, int, int]) -> tuple[int, int, int]:
-    """Chunk shape of a layer of ``shape``: one group, every sample, up to 4,096 features."""
+    """Chunk shape of a layer of ``shape``: one group, every sample, up to 4,096 features.
+
+    Parameters
+    ----------
+    shape
+        ``(n_groups, n_samples, n_features)``.
+
+    Returns
+    -------
+    tuple of int
+        The chunk shape (each at least 1).
+    """
     _, n_samples, n_features = shape
     return (1, max(n_samples, 1), max(min(n_features, LAYER_CHUNK_FEATURES), 1))
 
@@ -52,6 +63,16 @@ def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
 
     The blocks are views of the numpy array: nothing is copied, and the graph
     is named at random rather than by hashing the values.
+
+    Parameters
+    ----------
+    layer
+        A numpy or Dask layer.
+
+    Returns
+    -------
+    dask.array.Array
+        The layer (itself, if it is a Dask array).
     """
     if isinstance(layer, da.Array):
         return layer
@@ -65,7 +86,28 @@ def as_layer_array(layer: np.ndarray | da.Array) -> da.Array:
 def validate_layer_block(
     block: np.ndarray, *, name: str, nonnegative: bool, offset: tuple[int, ...] = (0, 0, 0)
 ) -> None:
-    """Raise a named error if ``block`` of layer ``name`` holds NaN, infinity or, if asked, < 0."""
+    """Raise a named error if ``block`` of layer ``name`` holds NaN, infinity or, if asked, < 0.
+
+    Parameters
+    ----------
+    block
+        Values of the layer.
+    name
+        The layer's name, for the message.
+    nonnegative
+        Refuse negative values too.
+    offset
+        The block's position in the layer, so the message names the value's index.
+
+    Raises
+    ------
+    NonFiniteValueError
+        A value is NaN or infinite.
+    NegativeValueError
+        ``nonnegative`` and a value is below 0.
+    CubeValueError
+        A uint64 value is above 2**63-1 (it has no int64 digest).
+    """
     bad = first_nonfinite(block)
     if bad is not None:
         msg = (
@@ -93,7 +135,22 @@ def _shifted(index: tuple[int, ...], offset: tuple[int, ...]) -> tuple[int, ...]
 
 
 def validated(x: da.Array, *, name: str, nonnegative: bool) -> da.Array:
-    """``x`` with every block checked, as it is computed, for values a layer may not hold."""
+    """``x`` with every block checked, as it is computed, for values a layer may not hold.
+
+    Parameters
+    ----------
+    x
+        A layer.
+    name
+        Its name, for messages.
+    nonnegative
+        Refuse negative values too.
+
+    Returns
+    -------
+    dask.array.Array
+        ``x``, each block checked by :func:`validate_layer_block`.
+    """
     return checked_blocks(
         x, functools.partial(validate_layer_block, name=name, nonnegative=nonnegative)
     )
@@ -106,6 +163,22 @@ def group_tasks(
 
     ``x`` is rechunked, if needed, to one group and every sample per block, so
     each task owns a whole group: every chunk of it in the file.
+
+    Parameters
+    ----------
+    x
+        A layer.
+    func
+        Called with the group position, its feature blocks and ``args``.
+    *args
+        More arguments of ``func``.
+    pure
+        Whether ``func`` is pure (tasks named by their arguments).
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        One task per group, in group order.
     """
     n_groups, n_samples, _ = x.shape
     if x.chunks[0] != (1,) * n_groups or len(x.chunks[1]) > 1:
@@ -120,5 +193,16 @@ def _digest_group(_g: int, blocks: Sequence[np.ndarray]) -> str:
 
 
 def layer_digest_tasks(x: da.Array) -> list[Delayed]:
-    """Delayed digests of every group of a layer, computed in parallel."""
+    """Delayed digests of every group of a layer, computed in parallel.
+
+    Parameters
+    ----------
+    x
+        A layer.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        One digest per group, in group order.
+    """
     return group_tasks(x, _digest_group)

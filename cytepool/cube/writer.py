@@ -45,7 +45,20 @@ _ARRAY_CONFIG: ArrayConfigParams = {"write_empty_chunks": False}
 
 
 def is_cube(path: str | Path) -> bool:
-    """True when ``path`` is a directory whose root ``zarr.json`` says format ``cytepool.cube``."""
+    """True when ``path`` is a directory whose root ``zarr.json`` says format ``cytepool.cube``.
+
+    Only that attribute is read; :func:`read_cube` checks the rest.
+
+    Parameters
+    ----------
+    path
+        A path.
+
+    Returns
+    -------
+    bool
+        Whether it holds a cube.
+    """
     meta = Path(path) / "zarr.json"
     try:
         doc = json.loads(meta.read_text(encoding="utf-8"))

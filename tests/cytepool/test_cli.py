@@ -7,13 +7,13 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
+import pytest
+
 from cytepool import read_cube, write_cube
 from cytepool.cli import main
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pytest
 
     from cytepool import Cube
 
@@ -73,6 +73,7 @@ def test_verify_chain_and_history(
     assert "combine samples" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_console_script_demo(tmp_path: Path) -> None:
     """The installed `cytepool demo` writes two cubes that verify as a chain."""
     out = tmp_path / "demo"

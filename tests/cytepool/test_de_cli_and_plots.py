@@ -33,6 +33,7 @@ def result() -> LimmaResult:
     return limma_voom(demo_cube(n_features=300), group="B", design=DESIGN, min_counts=100)
 
 
+@pytest.mark.slow
 def test_cli_de_writes_results_that_read_back(
     cube_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

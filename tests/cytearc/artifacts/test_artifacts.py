@@ -336,6 +336,7 @@ def _nan_first_then_slow(block: np.ndarray, block_info: dict[Any, Any] | None = 
     return block
 
 
+@pytest.mark.slow
 def test_failed_dask_write_leaves_no_chunk_behind(tmp_path: Path) -> None:
     """After a failed threaded Dask write, nothing of the artifact is left on disk."""
     path = tmp_path / "store.zarr"
@@ -468,6 +469,7 @@ def _assert_never_read_or_reused(root: zarr.Group, ref: ArtifactRef) -> None:
     assert list_artifacts(root, scopes=[SCOPE]) == [fresh]
 
 
+@pytest.mark.slow
 def test_killed_producer_leaves_an_unpublished_group(tmp_path: Path) -> None:
     """SIGKILL mid-build leaves complete=False: never opened, listed or reused; a new produce builds."""
     path = tmp_path / "store.zarr"

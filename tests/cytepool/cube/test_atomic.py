@@ -80,6 +80,7 @@ def _nan_layer(*, group: int = 1, where: tuple[int, int] = (0, 0)) -> da.Array:
 # -- (a) a writer killed mid-write --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkilled_writer_leaves_no_target_and_next_write_succeeds(tmp_path: Path) -> None:
     """A writer killed by SIGKILL mid-write publishes nothing; the next write succeeds."""
     target = tmp_path / "big.cube.zarr"

@@ -32,6 +32,7 @@ def threaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, i
     return _roundtrip(cube, tmp_path_factory.mktemp("threaded") / "c.cube.zarr")
 
 
+@pytest.mark.slow
 def test_local_cluster_of_two_processes(
     tmp_path: Path, threaded: tuple[str, str, str, int]
 ) -> None:
@@ -53,6 +54,7 @@ def scheduler_address(tmp_path: Path) -> Iterator[str]:
         yield address
 
 
+@pytest.mark.slow
 def test_external_scheduler(
     tmp_path: Path, scheduler_address: str, threaded: tuple[str, str, str, int]
 ) -> None:

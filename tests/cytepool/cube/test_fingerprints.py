@@ -211,6 +211,7 @@ def test_fingerprint_ignores_integer_width(
     )
 
 
+@pytest.mark.slow
 @given(pair=layer_pairs(), chunk=st.integers(1, 9))
 def test_fingerprint_ignores_chunking(pair: tuple[np.ndarray, np.ndarray], chunk: int) -> None:
     """Dask layers of any chunking give the numpy fingerprint."""
@@ -221,6 +222,7 @@ def test_fingerprint_ignores_chunking(pair: tuple[np.ndarray, np.ndarray], chunk
     assert lazy.fingerprint == _cube_from(counts, floats).fingerprint
 
 
+@pytest.mark.slow
 @given(pair=layer_pairs(), data=st.data())
 def test_any_single_value_change_changes_fingerprint(
     pair: tuple[np.ndarray, np.ndarray], data: st.DataObject
@@ -271,6 +273,7 @@ def test_named_changes_change_fingerprint(change: str) -> None:
     assert Cube(**parts).fingerprint != cube.fingerprint
 
 
+@pytest.mark.slow
 @given(pair=layer_pairs(), compression=st.sampled_from(["gzip", "zstd", None]))
 def test_fingerprint_ignores_compression(
     pair: tuple[np.ndarray, np.ndarray],

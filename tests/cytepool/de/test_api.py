@@ -153,6 +153,7 @@ def _unambiguous_reference(counts: pd.DataFrame) -> bool:
     return bool(distance[1] - distance[0] > 1e-12)
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 2**32),
     order_seed=st.integers(0, 2**32),

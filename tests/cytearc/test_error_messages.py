@@ -1,0 +1,557 @@
+"""The message of every public CyteArc error, raised through the public API (as xarray's tests/test_error_messages.py).
+
+Each case does one wrong thing to a copy of one small store and pins the whole
+message: the file or key, what was expected, what was found, and the remedy.
+``<store>`` in a pattern stands for the store's path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import fsspec  # type: ignore[import-untyped]
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import zarr
+from zarr.codecs import ZstdCodec
+
+import cytearc
+from cytearc import DataStore, SparseToZarr, errors
+from cytearc.artifacts import make_provenance, produce
+from cytearc.engine import get_engine, open_lazy
+from cytearc.metadata.membership import MEMBERSHIP_ROLE
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE
+from cytearc.pipeline import ledger
+from cytearc.pipeline.records import RunRecord
+from cytearc.plots import qc_violins
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+N_CELLS, N_FEATURES = 40, 20
+RUN_ID = "[0-9a-f]{32}"
+ARTIFACT_ID = "[0-9a-f]{64}"
+MISSING_REF = f"artifacts/cell_selection/{'0' * 64}"
+
+BASES = {errors.CyteArcError}
+"""Classes no code raises as such: they exist to be caught."""
+
+BUILTINS: dict[type[Exception], type[Exception]] = {
+    errors.AssayNotFoundError: KeyError,
+    errors.ColumnNotFoundError: KeyError,
+    errors.DestinationExistsError: FileExistsError,
+    errors.FeatureNotFoundError: KeyError,
+    errors.ImportOptionError: TypeError,
+    errors.MissingArtifactError: KeyError,
+    errors.ReadOnlyStoreError: PermissionError,
+    errors.RunNotFoundError: KeyError,
+    errors.StoreNotFoundError: FileNotFoundError,
+}
+"""The builtin each class refines besides ValueError, as errors.py documents."""
+
+
+def _cells() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ids": [f"c{i}" for i in range(N_CELLS)],
+            "sample": [f"s{i % 4}" for i in range(N_CELLS)],
+            "group": [f"g{i % 2}" for i in range(N_CELLS)],
+        }
+    )
+
+
+def _features() -> pd.DataFrame:
+    return pd.DataFrame(
+        {"ids": [f"f{i}" for i in range(N_FEATURES)], "names": [f"G{i}" for i in range(N_FEATURES)]}
+    )
+
+
+def _counts() -> np.ndarray:
+    return np.random.default_rng(0).poisson(1.0, (N_CELLS, N_FEATURES)).astype(np.float64)
+
+
+def _import(path: Path, counts: np.ndarray) -> Path:
+    SparseToZarr(
+        sp.csr_matrix(counts),
+        cells=_cells(),
+        features=_features(),
+        zarr_loc=path,
+        show_progress=False,
+        cluster="threads",
+    ).dump()
+    return path
+
+
+def _open(path: Path | str, **options: object) -> DataStore:
+    return DataStore(path, cluster="threads", show_progress=False, **options)  # type: ignore[arg-type]
+
+
+def _writable(path: Path) -> DataStore:
+    return _open(path, zarr_mode="r+")
+
+
+def _selection(path: Path) -> str:
+    """A stored cell selection of every cell."""
+    return str(_writable(path).select_measured_cells("RNA"))
+
+
+def _new_run(ds: DataStore, *, label: str | None = None) -> RunRecord:
+    """A running run recorded in ``ds``, as a run's first step writes it."""
+    record = RunRecord(
+        run_id=ledger.new_run_id(),
+        recipe="rna_standard",
+        requested_label=label,
+        label=None,
+        assay="RNA",
+        started_at_ns=1,
+        status="running",
+        complete=False,
+        cytearc_version=cytearc.__version__,
+        config={},
+        stage_order=("input_snapshot",),
+    )
+    ledger.create_run(ds.root, record, where=ds.where)
+    if label is not None:
+        ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=ds.where)
+    return record
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to raise one error class, and the whole message it must have."""
+
+    trigger: Callable[[Path], object]
+    pattern: str
+
+
+CASES: dict[type[Exception], Case] = {}
+
+
+def case(cls: type[Exception], pattern: str) -> Callable[[Callable[[Path], object]], Case]:
+    """Register the decorated trigger as the case of ``cls``."""
+
+    def register(trigger: Callable[[Path], object]) -> Case:
+        CASES[cls] = Case(trigger, pattern)
+        return CASES[cls]
+
+    return register
+
+
+# --- stores, sources and count arrays --------------------------------------
+
+
+@case(
+    errors.StoreNotFoundError,
+    r"<store>/none\.zarr: no CyteArc store here \(no zarr\.json\); check the path or import a dataset first",
+)
+def _store_not_found(store: Path) -> object:
+    return _open(store / "none.zarr")
+
+
+@case(
+    errors.StoreFormatError,
+    r"<store>: not a CyteArc store of format cytearc\.store 1 \(found 'cytearc\.store' 99\); "
+    r"open it with the release that wrote it, or import the source again",
+)
+def _store_format(store: Path) -> object:
+    zarr.open_group(store, mode="r+").attrs["cytearc:formatVersion"] = 99
+    return _open(store)
+
+
+@case(
+    errors.AssayNotFoundError,
+    r"<store>: no assay 'ADT2'; the store has \['RNA'\] - pass one of them",
+)
+def _assay_not_found(store: Path) -> object:
+    return _writable(store).qc.metrics("ADT2")
+
+
+@case(
+    errors.AssayTypeError,
+    r"<store>: the explicit type 'nonsense' of assay 'RNA' is not a preset; use one of \['RNA', .*'Assay'\]",
+)
+def _assay_type(store: Path) -> object:
+    return _open(store, assay_types={"RNA": "nonsense"})
+
+
+@case(
+    errors.ColumnNotFoundError,
+    r"<store>/cellData: no QC metrics of 'RNA' \(expected the columns \['RNA_nCounts', 'RNA_nFeatures'\]\); "
+    r"run ds\.qc\.metrics\('RNA'\) first",
+)
+def _column_not_found(store: Path) -> object:
+    return _open(store).plots.qc("RNA")
+
+
+@case(
+    errors.FeatureNotFoundError,
+    r"<store>/RNA: no feature named \['CD3E'\] in assay 'RNA' \(expected a value of its feature "
+    r"table's 'names' or 'ids'\) - check the spelling or the assay",
+)
+def _feature_not_found(store: Path) -> object:
+    return _open(store).plots.gene_values("CD3E")
+
+
+@case(
+    errors.LayoutError,
+    r"<store>/matrices/RNA: attribute 'cytearc:countMatrixLayout': expected exactly integer unitBytes "
+    r"and chunkBytes, found \{'unitBytes': 1\}; re-import the source \(the store cannot be read "
+    r"without its layout record\)",
+)
+def _layout(store: Path) -> object:
+    zarr.open_group(store / "matrices" / "RNA", mode="r+").attrs["cytearc:countMatrixLayout"] = {
+        "unitBytes": 1
+    }
+    return _open(store)
+
+
+@case(
+    errors.SourceFormatError,
+    r"<store>/bad\.csv: line 2, row 'c0', column 'f1' holds 'x', not a finite number; "
+    r"a count table holds numbers only",
+)
+def _source_format(store: Path) -> object:
+    (store / "bad.csv").write_text("id,f0,f1\nc0,1,x\n")
+    return cytearc.import_csv(
+        store / "bad.csv", store.parent / "new.zarr", cluster="threads", show_progress=False
+    )
+
+
+@case(
+    errors.ImportOptionError,
+    r"<store>/table\.csv: detected as a CSV table, whose importer CSVtoZarr takes no option 'genome' "
+    r"\(CrToZarr takes it\); it takes orientation, .*, show_progress\. Remove or correct the option",
+)
+def _import_option(store: Path) -> object:
+    (store / "table.csv").write_text("id,f0\nc0,1\n")
+    return cytearc.import_data(store / "table.csv", store.parent / "new.zarr", genome="GRCh38")
+
+
+@case(
+    errors.NonFiniteCountsError,
+    r"<in-memory matrix>: assay RNA, cells 0:40: counts hold nan; expected finite counts - "
+    r"fix or drop them before importing",
+)
+def _non_finite_counts(store: Path) -> object:
+    counts = _counts()
+    counts[3, 2] = np.nan
+    return _import(store.parent / "new.zarr", counts)
+
+
+@case(
+    errors.CountCastError,
+    r"counts: the largest value 1e\+20 does not fit uint64, the widest count dtype; "
+    r"check that the source holds counts",
+)
+def _count_cast(store: Path) -> object:
+    counts = _counts()
+    counts[3, 2] = 1e20
+    return _import(store.parent / "new.zarr", counts)
+
+
+@case(
+    errors.DestinationExistsError,
+    r"<store>: already exists and holds data; pass overwrite=True to replace a CyteArc store",
+)
+def _destination_exists(store: Path) -> object:
+    return _import(store, _counts())
+
+
+@case(
+    errors.ReadOnlyStoreError,
+    r"<store>: qc\.metrics writes cell columns; open the store with zarr_mode='r\+'",
+)
+def _read_only(store: Path) -> object:
+    return _open(store).qc.metrics("RNA")
+
+
+@case(
+    errors.ReservedColumnError,
+    r"<store>/cellData: 'RNA_I' is reserved for assay membership; insert refuses it before "
+    r"reading any value - choose another name",
+)
+def _reserved_column(store: Path) -> object:
+    return _writable(store).cells.insert("RNA_I", np.ones(N_CELLS, dtype=bool))
+
+
+@case(
+    errors.UnmeasuredCellsError,
+    r"features\.normalize: 10 of the 40 selected cells were not measured by assay 'RNA' \(membership "
+    r"column 'RNA_I'\); their zero counts are no measurement - .*select_measured_cells.*",
+)
+def _unmeasured_cells(store: Path) -> object:
+    cells = zarr.open_group(store / "cellData", mode="r+")
+    measured = np.arange(N_CELLS) >= 10
+    column = cells.create_array(
+        "RNA_I",
+        shape=measured.shape,
+        dtype=bool,
+        chunks=measured.shape,
+        compressors=ZstdCodec(level=3),
+        dimension_names=("cell",),
+        attributes={"role": MEMBERSHIP_ROLE, "assay": "RNA"},
+    )
+    column[:] = measured
+    cells.attrs[COLUMNS_ATTRIBUTE] = [*cells.attrs[COLUMNS_ATTRIBUTE], "RNA_I"]  # type: ignore[misc]
+    return _writable(store).features.normalize("RNA")
+
+
+@case(
+    errors.OperationArgumentError,
+    r"<store>: markers\.search: group_key must name a cell column, found 'cluster'; "
+    r"the cell table has \['I', 'group', 'ids', 'sample'\]",
+)
+def _operation_argument(store: Path) -> object:
+    return _writable(store).markers.search("RNA", group_key="cluster")
+
+
+# --- engine ---------------------------------------------------------------
+
+
+@case(
+    errors.MemBudgetError,
+    r"mem_budget: cannot read 'lots' as a size; write it as '8G', '512MiB', bytes, "
+    r"or a fraction such as '0\.5'",
+)
+def _mem_budget(store: Path) -> object:
+    return get_engine(mem_budget="lots", cluster="threads")
+
+
+@case(
+    errors.EngineConfigError,
+    r"cluster: expected a scheduler address or a distributed\.Client, found int",
+)
+def _engine_config(store: Path) -> object:
+    return get_engine(cluster=42)
+
+
+@case(
+    errors.ShardAlignmentError,
+    r"rows_per_block 300 is not a multiple of the shard's 200 rows",
+)
+def _shard_alignment(store: Path) -> object:
+    array = zarr.create_array(
+        store={}, shape=(1000, 30), shards=(200, 30), chunks=(50, 30), dtype="u2", fill_value=0
+    )
+    return open_lazy(array, rows_per_block=300)
+
+
+# --- artifacts ------------------------------------------------------------
+
+
+@case(
+    errors.ArtifactError,
+    r"artifact ref 'pca': expected '\[<assay>/\]artifacts/<kind>/<id>'; "
+    r"pass an ArtifactRef or str\(artifact\.ref\) of an artifact of the store",
+)
+def _artifact(store: Path) -> object:
+    return _open(store).load_artifact("pca")
+
+
+@case(
+    errors.MissingArtifactError,
+    f"{MISSING_REF}: no such artifact in the store; recompute it "
+    r"\(its inputs may have been removed\)",
+)
+def _missing_artifact(store: Path) -> object:
+    return _open(store).load_artifact(MISSING_REF)
+
+
+@case(
+    errors.IncompleteArtifactError,
+    f"artifacts/cell_selection/{ARTIFACT_ID}: the artifact was never published "
+    r"\(complete=False\); it is left by an interrupted producer and is never read - compute it again",
+)
+def _incomplete_artifact(store: Path) -> object:
+    ref = _selection(store)
+    zarr.open_group(store / ref, mode="r+").attrs["complete"] = False
+    return _open(store).load_artifact(ref)
+
+
+@case(
+    errors.StaleSelectionError,
+    f"artifacts/cell_selection/{ARTIFACT_ID}: the selection was made for other cell ids "
+    r"\(they were replaced or reordered\); make the selection again",
+)
+def _stale_selection(store: Path) -> object:
+    ref = _selection(store)
+    zarr.open_array(store / ref / "mask", mode="r+").attrs["rowIds"] = "sha256:" + "0" * 64
+    return _writable(store).features.normalize("RNA", cell_selection=ref)
+
+
+@case(
+    errors.NonFiniteArtifactError,
+    r"tests\.op: array 'coords' holds inf at row 1; artifact values must be finite - "
+    r"check the input counts and parameters",
+)
+def _non_finite_artifact(store: Path) -> object:
+    ds = _writable(store)
+    return produce(
+        ds.root,
+        scope="RNA",
+        kind="test",
+        provenance=make_provenance("tests.op", parameters={}, inputs={}),
+        build=lambda writer: writer.write("coords", np.array([0.0, np.inf])),
+        compute=ds.engine.compute,
+    )
+
+
+# --- pipeline runs --------------------------------------------------------
+
+
+@case(
+    errors.RecipeError,
+    r"no recipe 'rna_fast'; recipes are \['rna_standard'\], or pass a Recipe of your own "
+    r"\(see cytearc\.pipeline\.recipes\)",
+)
+def _recipe(store: Path) -> object:
+    return _writable(store).pipeline.run("rna_fast")
+
+
+@case(
+    errors.RunNotFoundError,
+    r"<store>: no run claimed the label 'baseline'; ds\.pipeline\.runs\(\) lists the runs with their labels",
+)
+def _run_not_found(store: Path) -> object:
+    return _open(store).pipeline.by_label("baseline")
+
+
+@case(
+    errors.PipelineRecordError,
+    f"<store>: pipeline/runs/{RUN_ID} attribute 'cytearc:run': run record: missing fields 'recipe', "
+    r".*'interruption'; expected exactly runId, .*, interruption; pipeline records have one strict "
+    r"shape and are never migrated; a record damaged or written by a later release cannot be read "
+    r"by this one - read it with the release that wrote it, or run the recipe again",
+)
+def _pipeline_record(store: Path) -> object:
+    ds = _writable(store)
+    run = _new_run(ds)
+    ds.root[f"pipeline/runs/{run.run_id}"].attrs["cytearc:run"] = {"runId": run.run_id}
+    return ds.pipeline.open(run.run_id)
+
+
+@case(
+    errors.LabelClaimError,
+    r"<store>: abandoning the claim of label 'baseline' needs a reason \(why the run's process is "
+    r"known to have stopped\), found ' '; pass reason='\.\.\.'",
+)
+def _label_claim(store: Path) -> object:
+    ds = _writable(store)
+    run = _new_run(ds, label="baseline")
+    return ds.pipeline.abandon_label_claim(label="baseline", run_id=run.run_id, reason=" ")
+
+
+@case(
+    errors.LabelTakenError,
+    f"<store>: label 'baseline' belongs to completed run {RUN_ID}; choose another label",
+)
+def _label_taken(store: Path) -> object:
+    ds = _writable(store)
+    run = _new_run(ds, label="baseline")
+    done = dataclasses.replace(
+        run, status="completed", complete=True, finished_at_ns=2, label="baseline", outputs={}
+    )
+    ledger.write_run(ds.root, done, where=ds.where)
+    return ds.pipeline.run(label="baseline")
+
+
+@case(
+    errors.LabelClaimBlockedError,
+    f"<store>: label 'baseline' is claimed by run ({RUN_ID}), which is running \\(complete=False\\); "
+    r"it may still be running\. After confirming that its process stopped, release the label with "
+    r"pipeline\.abandon_label_claim\(label='baseline', run_id='\1', reason=\.\.\.\), "
+    r"or choose another label",
+)
+def _label_claim_blocked(store: Path) -> object:
+    ds = _writable(store)
+    _new_run(ds, label="baseline")
+    return ds.pipeline.run(label="baseline")
+
+
+@case(
+    errors.AtomicClaimUnsupportedError,
+    r"memory://[0-9a-f]{32}/s\.zarr: run labels are claimed by creating a key atomically only if it "
+    r"is absent, which FsspecStore cannot do; run without a label, or on a local store",
+)
+def _atomic_claim_unsupported(store: Path) -> object:
+    name = uuid.uuid4().hex
+    memory = fsspec.filesystem("memory")
+    memory.put(str(store), f"/{name}/s.zarr", recursive=True)
+    try:
+        return _open(f"memory://{name}/s.zarr", zarr_mode="r+").pipeline.run(label="baseline")
+    finally:
+        memory.rm(f"/{name}", recursive=True)
+
+
+# --- plots ----------------------------------------------------------------
+
+
+@case(
+    errors.PlotInputError,
+    r"columns: \['RNA_nCount'\] not in the frame, whose columns are \['RNA_nCounts'\]; "
+    r"pass names of its columns",
+)
+def _plot_input(store: Path) -> object:
+    return qc_violins(pd.DataFrame({"RNA_nCounts": [1.0, 2.0]}), ["RNA_nCount"])
+
+
+# --- the tests ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _import(tmp_path_factory.mktemp("source") / "s.zarr", _counts())
+
+
+@pytest.fixture
+def store(source: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the small store, for one case to damage."""
+    copy = tmp_path / "s.zarr"
+    shutil.copytree(source, copy)
+    return copy
+
+
+def _classes() -> set[type[Exception]]:
+    return {getattr(errors, name) for name in errors.__all__}
+
+
+@pytest.mark.parametrize("cls", sorted(CASES, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_message_names_key_expected_found_and_remedy(cls: type[Exception], store: Path) -> None:
+    """Each error, raised through the public API, has exactly its pinned message."""
+    pattern = CASES[cls].pattern.replace("<store>", re.escape(str(store)))
+    with pytest.raises(cls) as info:
+        CASES[cls].trigger(store)
+    assert type(info.value) is cls
+    assert re.fullmatch(pattern, str(info.value)), f"{str(info.value)!r}\n  !~ {pattern!r}"
+
+
+def test_every_public_error_has_a_case() -> None:
+    """Every class in cytearc.errors.__all__ is pinned here, or is a base that none raises."""
+    assert set(CASES) | BASES == _classes()
+    assert not set(CASES) & BASES
+
+
+def test_errors_subclass_the_root_and_their_builtin() -> None:
+    """Every error is a CyteArcError (so a ValueError) and the builtin errors.py says it refines."""
+    for cls in _classes():
+        assert issubclass(cls, errors.CyteArcError), cls
+        assert issubclass(cls, ValueError), cls
+        assert issubclass(cls, BUILTINS.get(cls, ValueError)), cls
+    assert set(BUILTINS) <= _classes()
+    for base in BASES:
+        assert all(issubclass(cls, base) for cls in _classes())
+
+
+def test_top_level_exports_every_error() -> None:
+    """``cytearc`` exports each class of cytearc.errors.__all__ by its name."""
+    for name in errors.__all__:
+        assert getattr(cytearc, name) is getattr(errors, name)
+        assert name in cytearc.__all__
