@@ -21,7 +21,18 @@ _NAME: Final = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def canonical(value: Any) -> Any:  # noqa: ANN401 (a JSON value)
-    """``value`` as the JSON value its canonical (RFC 8785) serialization reads back as."""
+    """``value`` as the JSON value its canonical (RFC 8785) serialization reads back as.
+
+    Parameters
+    ----------
+    value
+        A JSON value (numpy scalars and tuples are not).
+
+    Returns
+    -------
+    object
+        The canonical value: keys sorted, numbers as RFC 8785 writes them.
+    """
     return json.loads(rfc8785.dumps(value))
 
 

@@ -26,7 +26,18 @@ __all__ = ["aligned_rows", "open_lazy", "storage_block", "store_aligned", "valid
 
 
 def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
-    """The unit of safe parallel writes of ``array``: its shard shape, else its chunk shape."""
+    """The unit of safe parallel writes of ``array``: its shard shape, else its chunk shape.
+
+    Parameters
+    ----------
+    array
+        A Zarr array.
+
+    Returns
+    -------
+    tuple of int
+        The shape of the unit.
+    """
     return tuple(array.shards or array.chunks)
 
 
@@ -74,6 +85,20 @@ def validate_aligned(
     """Raise :class:`ShardAlignmentError` unless every block is a whole number of shards.
 
     The last block along an axis may end at the array's edge.
+
+    Parameters
+    ----------
+    chunks
+        A Dask array's chunks.
+    array
+        The array it is to be stored into.
+    where
+        The array's location, for the message.
+
+    Raises
+    ------
+    ShardAlignmentError
+        The dimensions differ, or a block ends inside a shard.
     """
     unit = storage_block(array)
     if len(chunks) != len(unit):

@@ -39,7 +39,13 @@ ENV_WORKERS: Final = "CYTEARC_WORKERS"
 
 
 def detected_memory() -> int:
-    """Bytes this process may use: physical memory, lowered by cgroup and rlimit limits."""
+    """Bytes this process may use: physical memory, lowered by cgroup and rlimit limits.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
     return int(memory_limit())
 
 

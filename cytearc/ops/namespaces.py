@@ -91,6 +91,7 @@ class operation(Generic[P, R]):  # noqa: N801 (a descriptor used like a decorato
         self.signature = inspect.signature(func).replace(parameters=parameters)
         self.__doc__ = func.__doc__
         self.__name__ = func.__name__
+        self.__module__ = func.__module__  # doctest collects the example once, in its own module
 
     @overload
     def __get__(self, namespace: None, owner: type[Any]) -> Self: ...

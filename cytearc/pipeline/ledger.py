@@ -103,6 +103,13 @@ _FIXED_RUN_FIELDS: Final = (
 def new_run_id() -> str:
     """A fresh run ID: a random 128-bit token as 32 lowercase hex characters.
 
+    Returns
+    -------
+    str
+        The ID.
+
+    Examples
+    --------
     >>> len(new_run_id())
     32
     """
@@ -161,6 +168,13 @@ def require_atomic_claims(root: zarr.Group, *, where: str) -> None:
 
     Call it before the run record of a labeled run is created, so that such a
     run fails before it writes or computes anything.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    where
+        The store's printable location, for messages.
 
     Raises
     ------
@@ -221,6 +235,11 @@ def open_run(root: zarr.Group, run_id: str, *, where: str) -> RunRecord:
     where
         The store's printable location, for messages.
 
+    Returns
+    -------
+    RunRecord
+        The run's record.
+
     Raises
     ------
     RunNotFoundError
@@ -253,6 +272,11 @@ def list_runs(root: zarr.Group, *, where: str) -> list[RunRecord]:
         The store root (or workspace) group.
     where
         The store's printable location, for messages.
+
+    Returns
+    -------
+    list of RunRecord
+        The readable runs, by start time.
     """
     records: list[RunRecord] = []
     skipped: list[str] = []
@@ -280,6 +304,15 @@ def _check_stage_names(names: tuple[str, ...], *, where: str) -> None:
 
 def create_run(root: zarr.Group, record: RunRecord, *, where: str) -> None:
     """Create the group and record of a new run, which starts ``running`` and incomplete.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    record
+        The new run's record.
+    where
+        The store's printable location, for messages.
 
     Raises
     ------
@@ -346,6 +379,15 @@ def write_run(root: zarr.Group, record: RunRecord, *, where: str) -> None:
     and a completed record of a run that requested one, must carry the
     requested label and own it (:func:`claim_label`).
 
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    record
+        The run's new record.
+    where
+        The store's printable location, for messages.
+
     Raises
     ------
     RunNotFoundError
@@ -378,6 +420,17 @@ def write_stage(root: zarr.Group, run_id: str, record: StageRecord, *, where: st
 
     The stage must be the run's ``stageOrder[ordinal]``; a stage whose stored
     record is terminal is not written again.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    run_id
+        The run.
+    record
+        The stage's record.
+    where
+        The store's printable location, for messages.
 
     Raises
     ------
@@ -423,6 +476,20 @@ def _stage(group: zarr.Group, *, path: str, where: str) -> StageRecord:
 
 def run_stages(root: zarr.Group, run_id: str, *, where: str) -> list[StageRecord]:
     """The stage records of a run, in ordinal order.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    run_id
+        The run.
+    where
+        The store's printable location, for messages.
+
+    Returns
+    -------
+    list of StageRecord
+        The stages written so far.
 
     Raises
     ------
@@ -484,6 +551,20 @@ def label_owner(root: zarr.Group, label: str, *, where: str) -> str | None:
 
     The owner may have failed, been interrupted or been removed since; see
     :func:`validate_label_available` for whether a new run can take the label.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    label
+        The label.
+    where
+        The store's printable location, for messages.
+
+    Returns
+    -------
+    str or None
+        The owner's run ID.
     """
     latest = _latest_claim(root, label, where=where)
     return None if latest is None else latest[1].run_id
@@ -520,6 +601,15 @@ def _check_bypassable(root: zarr.Group, owner: LabelClaim, *, where: str) -> Non
 def validate_label_available(root: zarr.Group, *, label: str, where: str) -> None:
     """Raise unless a new run could claim ``label``, without writing anything.
 
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    label
+        The label.
+    where
+        The store's printable location, for messages.
+
     Raises
     ------
     LabelTakenError
@@ -548,6 +638,22 @@ def claim_label(root: zarr.Group, *, label: str, run_id: str, where: str) -> Lab
     completed. A run that already owns the label gets its claim back;
     otherwise the next claim is created atomically, once the current owner is
     known to be failed, interrupted or removed.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    label
+        The label the run requested.
+    run_id
+        The run.
+    where
+        The store's printable location, for messages.
+
+    Returns
+    -------
+    LabelClaim
+        The claim the run owns.
 
     Raises
     ------
@@ -600,6 +706,19 @@ def abandon_label_claim(
     CyteArc never infers abandonment from elapsed time. The run's record
     becomes ``interrupted`` with an interruption by ``abandon_label_claim``;
     its stage records and the claims are left as they are.
+
+    Parameters
+    ----------
+    root
+        The store root (or workspace) group.
+    label
+        The label.
+    run_id
+        The run that owns it, as the operator confirmed it stopped.
+    reason
+        Why, recorded in the run's interruption.
+    where
+        The store's printable location, for messages.
 
     Returns
     -------

@@ -306,6 +306,18 @@ class RecordedError(_Record):
     def from_exception(cls, error: BaseException) -> Self:
         """The record of a raised exception: its qualified class name and message.
 
+        Parameters
+        ----------
+        error
+            The exception.
+
+        Returns
+        -------
+        RecordedError
+            Its record.
+
+        Examples
+        --------
         >>> RecordedError.from_exception(KeyError("x")).to_json()
         {'type': 'KeyError', 'message': "'x'"}
         """

@@ -211,6 +211,11 @@ class RssSampler:
             a Linux machine shares), such as one step of a longer run; by
             default all.
 
+        Returns
+        -------
+        dict
+            ``intervalSeconds``, ``samples``, ``peakBytes`` and ``meanBytes``.
+
         Raises
         ------
         CyteArcError

@@ -63,7 +63,29 @@ class StorePlots:
     def qc(
         self, assay: str = "RNA", *, groupby: str | None = None, log: bool = False, **options: Any
     ) -> Figure:
-        """Violins of the QC metrics that ``qc.metrics`` wrote (cells in ``I``)."""
+        """Violins of the QC metrics that ``qc.metrics`` wrote (cells in ``I``).
+
+        Parameters
+        ----------
+        assay
+            The assay whose metrics are drawn.
+        groupby
+            A cell column: one violin per group.
+        log
+            Log scale for the counts and features.
+        **options
+            More options of :func:`cytearc.plots.qc_violins`.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+
+        Raises
+        ------
+        ColumnNotFoundError
+            ``qc.metrics`` has not run on ``assay``.
+        """
         ds = self._ds
         metrics = (f"{assay}_nCounts", f"{assay}_nFeatures", *percent_columns(ds, assay))
         columns = [c for c in metrics if c in ds.cells.columns]
@@ -80,6 +102,20 @@ class StorePlots:
 
         ``gene`` is a feature name or id; reads only the chunks of ``countsT``
         that hold its row.
+
+        Parameters
+        ----------
+        gene
+            A feature name or id.
+        assay
+            The assay.
+        target_sum
+            The library size of the normalization (``log1p(x / rowSums * target_sum)``).
+
+        Returns
+        -------
+        numpy.ndarray
+            float64, one value per cell of the store.
 
         Raises
         ------
@@ -115,6 +151,29 @@ class StorePlots:
 
         Coordinates come from ``umap`` (an artifact) or the cell columns
         ``<assay>_UMAP1/2``; cells without coordinates are left out.
+
+        Parameters
+        ----------
+        color
+            A cell column or a gene; None draws the cells in one colour.
+        assay
+            The assay of the coordinates and of a gene.
+        umap
+            A ``umap`` artifact to take the coordinates from.
+        **options
+            More options of :func:`cytearc.plots.embedding`.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+
+        Raises
+        ------
+        ColumnNotFoundError
+            There are no UMAP cell columns and no ``umap`` is given.
+        FeatureNotFoundError
+            ``color`` is neither a cell column nor a feature.
         """
         ds = self._ds
         if umap is not None:
@@ -158,7 +217,24 @@ class StorePlots:
         genes: Sequence[str] | None = None,
         **options: Any,
     ) -> Figure:
-        """Dot plot of the top ``n`` markers of each group (or of ``genes``)."""
+        """Dot plot of the top ``n`` markers of each group (or of ``genes``).
+
+        Parameters
+        ----------
+        markers
+            A ``markers`` artifact.
+        n
+            Markers per group.
+        genes
+            The genes to show instead of the top markers.
+        **options
+            More options of :func:`cytearc.plots.dotplot`.
+
+        Returns
+        -------
+        matplotlib.figure.Figure
+            The figure.
+        """
         ds = self._ds
         artifact = markers if isinstance(markers, Artifact) else open_artifact(ds.root, markers)
         features = ds.assays[artifact.ref.scope].features
@@ -179,7 +255,20 @@ class StorePlots:
         return dotplot(mean, fraction, **options)
 
     def save_run_figures(self, run: PipelineRun, directory: str | Path) -> list[Path]:
-        """The standard figures of a finished run: QC violins, UMAP by cluster, marker dot plot."""
+        """The standard figures of a finished run: QC violins, UMAP by cluster, marker dot plot.
+
+        Parameters
+        ----------
+        run
+            A completed run of the standard recipe.
+        directory
+            Where the PNG files go (created).
+
+        Returns
+        -------
+        list of pathlib.Path
+            The files written.
+        """
         assay = run.record.assay
         directory = Path(directory)
         figures = {

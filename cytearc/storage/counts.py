@@ -173,7 +173,20 @@ class CountsWriter:
         self._next_row = 0
 
     def write(self, first_row: int, block: np.ndarray | sp.csr_matrix) -> None:
-        """Write the band starting at ``first_row`` (a multiple of :attr:`band_rows`)."""
+        """Write the band starting at ``first_row`` (a multiple of :attr:`band_rows`).
+
+        Parameters
+        ----------
+        first_row
+            The band's first row.
+        block
+            Its rows, dense or CSR; :attr:`band_rows` of them, fewer only for the last band.
+
+        Raises
+        ------
+        ShardAlignmentError
+            The block is not such a band.
+        """
         rows = block.shape[0]
         if first_row % self.band_rows or (
             rows != self.band_rows and first_row + rows != self.shape[0]
@@ -195,7 +208,13 @@ class CountsWriter:
             self._in_flight = list(pending)
 
     def append(self, block: np.ndarray | sp.csr_matrix) -> None:
-        """Add the next rows, in order; whole bands are written as soon as they are complete."""
+        """Add the next rows, in order; whole bands are written as soon as they are complete.
+
+        Parameters
+        ----------
+        block
+            The rows after those appended so far, dense or CSR.
+        """
         self._buffer.append(block)
         self._buffered += block.shape[0]
         while self._buffered >= self.band_rows or (
@@ -210,7 +229,24 @@ class CountsWriter:
             self._next_row += rows
 
     def finish(self, *, transpose: bool) -> CountsWritten:
-        """Gather the bands' results, record the identity, and write ``countsT`` if asked."""
+        """Gather the bands' results, record the identity, and write ``countsT`` if asked.
+
+        Parameters
+        ----------
+        transpose
+            Write ``countsT`` (RNA-type assays).
+
+        Returns
+        -------
+        CountsWritten
+            The content fingerprint and the count summaries.
+
+        Raises
+        ------
+        ShardAlignmentError
+            Rows are missing: appended rows stop short of the end, or a band
+            was never written.
+        """
         if self._buffered:
             msg = f"{self.where}: {self._buffered} rows appended after row {self._next_row} do not reach the end ({self.shape[0]})"
             raise ShardAlignmentError(msg)
@@ -227,7 +263,21 @@ class CountsWriter:
         return self.complete(list(gathered), transpose=transpose)
 
     def complete(self, results: Sequence[Any], *, transpose: bool) -> CountsWritten:
-        """Combine band results (in row order) into identity and summaries; write ``countsT``."""
+        """Combine band results (in row order) into identity and summaries; write ``countsT``.
+
+        Parameters
+        ----------
+        results
+            Each band's digests, row sums, detected features per row and
+            detected cells per feature, in row order.
+        transpose
+            Write ``countsT`` too.
+
+        Returns
+        -------
+        CountsWritten
+            The content fingerprint and the count summaries.
+        """
         n_rows, n_cols = self.shape
         written = CountsWritten(
             content_fingerprint=counts_fingerprint(
@@ -285,6 +335,28 @@ def write_count_arrays(
 
     The array's bands are computed and written by one task each (a graph, on
     the engine or Dask's current scheduler); see :class:`CountsWriter`.
+
+    Parameters
+    ----------
+    group
+        The assay's matrix group (``matrices/<assay>``).
+    x
+        The counts.
+    layout
+        The layout policy.
+    compressor
+        The codec after ``bytes``, or None.
+    engine
+        The engine to write on; None for Dask's current scheduler.
+    transpose
+        Write ``countsT`` too.
+    where
+        The group's location, for messages.
+
+    Returns
+    -------
+    CountsWritten
+        The content fingerprint and the count summaries.
     """
     writer = CountsWriter(
         group,

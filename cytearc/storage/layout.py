@@ -72,7 +72,20 @@ class CountLayout:
         """Shards of whole rows of about ``unit_bytes``; chunks of about ``chunk_bytes``.
 
         A row wider than ``chunk_bytes`` is split into column chunks; a shard
-        holds at least one chunk.
+        holds at least one chunk. The rule, step by step, is in
+        ``docs/store-format.md`` (*Layout policy*).
+
+        Parameters
+        ----------
+        shape
+            The array's ``(rows, columns)``.
+        itemsize
+            Bytes per value of its dtype.
+
+        Returns
+        -------
+        ArrayLayout
+            Its shard and chunk shapes.
         """
         n_rows, n_cols = max(shape[0], 1), max(shape[1], 1)
         row_bytes = n_cols * itemsize
@@ -94,18 +107,49 @@ class CountLayout:
         return ArrayLayout(shards=(shard_rows, shard_cols), chunks=(chunk_rows, chunk_cols))
 
     def halved(self) -> CountLayout:
-        """The next smaller policy: both sizes halved, so shards keep their chunk count."""
+        """The next smaller policy: both sizes halved, so shards keep their chunk count.
+
+        Returns
+        -------
+        CountLayout
+            The halved policy (each size at least 1).
+        """
         return CountLayout(
             unit_bytes=max(1, self.unit_bytes // 2), chunk_bytes=max(1, self.chunk_bytes // 2)
         )
 
     def to_json(self) -> dict[str, int]:
-        """The ``cytearc:countMatrixLayout`` record."""
+        """The ``cytearc:countMatrixLayout`` record.
+
+        Returns
+        -------
+        dict of str to int
+            ``{"unitBytes": ..., "chunkBytes": ...}``.
+        """
         return {"unitBytes": self.unit_bytes, "chunkBytes": self.chunk_bytes}
 
     @classmethod
     def from_json(cls, value: Any, *, where: str) -> CountLayout:  # noqa: ANN401 (a JSON value)
-        """Parse a layout record strictly: exactly ``unitBytes`` and ``chunkBytes``, positive ints."""
+        """Parse a layout record strictly: exactly ``unitBytes`` and ``chunkBytes``, positive ints.
+
+        Parameters
+        ----------
+        value
+            The attribute's value.
+        where
+            The node, for the message.
+
+        Returns
+        -------
+        CountLayout
+            The policy.
+
+        Raises
+        ------
+        LayoutError
+            The record has other keys, or values that are not integers with
+            ``0 < chunkBytes <= unitBytes``.
+        """
         keys = {"unitBytes", "chunkBytes"}
         if (
             not isinstance(value, dict)
