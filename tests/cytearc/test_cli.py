@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import h5py
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from cytearc import DataStore
@@ -15,11 +16,10 @@ from cytearc.cli import main
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pytest
-
     from cytearc.engine.cluster import Engine
 
 
+@pytest.mark.slow
 def test_import_and_info(
     tmp_path: Path, shared_data: Path, engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import pytest
+
 from cytearc.cli import main
 from cytepool import read_cube
 from cytepool.de import LimmaResults
@@ -12,9 +14,8 @@ from cytepool.de import LimmaResults
 if TYPE_CHECKING:
     from pathlib import Path
 
-    import pytest
 
-
+@pytest.mark.slow
 def test_demo_recovers_the_planted_truth(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -42,6 +43,7 @@ def test_demo_recovers_the_planted_truth(
     assert (out / "summary.json").is_file()
 
 
+@pytest.mark.slow
 def test_demo_again_reuses_its_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A second demo into the same folder reuses every artifact; other parameters are refused."""
     out = tmp_path / "demo"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pytest
 
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine
@@ -30,6 +31,7 @@ def _import(source: Path, target: Path, engine: Engine) -> tuple[str, str, np.nd
     )
 
 
+@pytest.mark.slow
 def test_same_store_on_three_schedulers(tmp_path: Path, shared_data: Path, engine: Engine) -> None:
     """Threads, two local worker processes and an external scheduler write identical stores."""
     source = shared_data / "10x_v3_pbmc1k_chr21" / "filtered_feature_bc_matrix.h5"

@@ -47,6 +47,7 @@ def s3_options() -> Iterator[dict[str, Any]]:
         proc.wait(timeout=20)
 
 
+@pytest.mark.slow
 def test_store_on_s3_reads_like_local(
     tmp_path: Path, shared_data: Path, engine: Engine, s3_options: dict[str, Any]
 ) -> None:

@@ -107,6 +107,7 @@ def test_collections_run_on_the_current_client(client: Client) -> None:
     assert {task["worker"] for task in stream.data} <= workers
 
 
+@pytest.mark.slow
 def test_limma_voom_runs_on_the_current_client(client: Client) -> None:
     """Inside ``as_current``, limma_voom fits each group on the cluster, as on threads."""
     cube = demo_cube(n_features=300, n_donors=4)

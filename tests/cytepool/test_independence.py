@@ -26,6 +26,7 @@ from cytepool.errors import NonFiniteValueError
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
+@pytest.mark.slow
 def test_cytepool_imports_without_cytearc() -> None:
     """A fresh interpreter imports cytepool, its cubes and limma-voom, and no cytearc module."""
     code = (
@@ -46,6 +47,7 @@ def test_each_package_reports_its_distribution_version() -> None:
     assert cytearc.__version__ == project["version"]
 
 
+@pytest.mark.slow
 def test_version_is_looked_up_by_import_name() -> None:
     """An import package named unlike its distribution gets that distribution's version."""
     assert package_version("dateutil") == dateutil.__version__  # from python-dateutil

@@ -24,6 +24,7 @@ def clean_engine() -> Iterator[None]:
     shutdown()
 
 
+@pytest.mark.slow
 def test_local_cluster_shares_the_budget(
     clean_engine: None, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -73,6 +73,7 @@ def _keyword_only(callable_: Callable[..., object]) -> list[tuple[str, object, o
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("function", "options"),
     [

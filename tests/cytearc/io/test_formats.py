@@ -25,6 +25,7 @@ def _store(result_path: Path) -> DataStore:
     return DataStore(result_path)
 
 
+@pytest.mark.slow
 def test_v3_folder_and_h5_give_one_identity(
     tmp_path: Path, shared_data: Path, engine: Engine
 ) -> None:
@@ -115,6 +116,7 @@ def test_h5ad_and_csv_give_the_10x_identity(
         )
 
 
+@pytest.mark.slow
 def test_citeseq_h5_splits_assays(tmp_path: Path, shared_data: Path, engine: Engine) -> None:
     """Antibody Capture features of a CITE-seq file become the ADT assay, without countsT."""
     h5 = shared_data / "10x_v3_h5_pbmc1k_citeseq" / "filtered_feature_bc_matrix.h5"
@@ -141,6 +143,7 @@ def test_citeseq_h5_splits_assays(tmp_path: Path, shared_data: Path, engine: Eng
     )
 
 
+@pytest.mark.slow
 def test_real_h5ad_keeps_obs_columns(tmp_path: Path, shared_data: Path, engine: Engine) -> None:
     """An H5AD's X and obs columns import as the counts and cell table anndata reads."""
     path = shared_data / "h5ad_wu2020_tcells_200" / "wu2020_200.h5ad"

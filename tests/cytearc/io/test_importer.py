@@ -287,6 +287,7 @@ def test_destination_rules(tmp_path: Path, engine: Engine) -> None:
         _import(matrix, path / "matrices" / "inner.zarr", engine)
 
 
+@pytest.mark.slow
 def test_killed_import_leaves_nothing_that_opens(tmp_path: Path) -> None:
     """An import killed with SIGKILL mid-write leaves a store that refuses to open; a new import succeeds."""
     target = tmp_path / "ds.zarr"
@@ -321,6 +322,7 @@ SparseToZarr(m, cells=cells, features=features, zarr_loc={str(target)!r}, mem_bu
     assert zarr.open_group(target, mode="r").attrs["cytearc:complete"] is False
 
 
+@pytest.mark.slow
 def test_layout_that_does_not_fit_is_refused(tmp_path: Path) -> None:
     """A layout whose bands exceed a worker's memory is refused before the destination exists, naming the halving that fits."""
     from cytearc.engine.cluster import get_engine  # noqa: PLC0415

@@ -105,6 +105,7 @@ def test_h5ad_tables_keep_dtypes_categories_and_missing_values(
     assert ds.cells.fetch_all("cluster").astype(str).tolist() == ["T", "B", "None", "T", "NK", "B"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("file", REAL_H5AD)
 def test_real_h5ad_tables_round_trip(
     tmp_path: Path, shared_data: Path, engine: Engine, file: str

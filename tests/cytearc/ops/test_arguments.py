@@ -108,6 +108,7 @@ BAD_CALLS: dict[str, Callable[[DataStore, dict[str, str]], object]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(BAD_CALLS))
 def test_bad_argument_raises_and_writes_nothing(
     prepared: Prepared, tmp_path: Path, open_threads: Callable[..., DataStore], case: str
@@ -124,6 +125,7 @@ def test_bad_argument_raises_and_writes_nothing(
     assert not (tmp_path / "x.cube.zarr").exists()
 
 
+@pytest.mark.slow
 def test_argument_errors_name_the_operation_and_what_was_found(
     prepared: Prepared, open_threads: Callable[..., DataStore]
 ) -> None:

@@ -109,6 +109,7 @@ def test_cell_selection_and_missing_labels(store: Path, dataset: SyntheticDatase
     assert cube.n_cells.sum() == keep.sum()
 
 
+@pytest.mark.slow
 def test_same_fingerprint_on_threads_and_a_local_cluster(
     store: Path, tmp_path: Path, engine: Engine
 ) -> None:

@@ -453,6 +453,7 @@ def clusters(chain) -> np.ndarray:
     return clustering.read("labels")
 
 
+@pytest.mark.slow
 def test_leiden_recovers_the_planted_types(planted, clusters: np.ndarray, open_threads) -> None:
     """Leiden on the kNN graph of the PCA agrees with the truth (ARI >= 0.9)."""
     assert adjusted_rand_score(planted.cell_type[planted.mask], clusters) >= 0.9
@@ -461,6 +462,7 @@ def test_leiden_recovers_the_planted_types(planted, clusters: np.ndarray, open_t
     assert (column[~planted.mask] == -1).all()
 
 
+@pytest.mark.slow
 def test_cluster_markers_recover_the_planted_genes(planted, chain, clusters: np.ndarray) -> None:
     """The top 20 markers by score of each cluster hold most planted markers of its majority type."""
     artifact = chain.ds.markers.search(

@@ -560,6 +560,7 @@ for i, (label, run_id) in enumerate(pairs):
 """
 
 
+@pytest.mark.slow
 def test_concurrent_claims_processes(root: zarr.Group, store_path: Path, tmp_path: Path) -> None:
     """Two processes claiming the same labels at the same moment: one winner each, one claim key."""
     runs = _racing_runs(root, labels=15, racers=2)

@@ -74,6 +74,7 @@ def _clusters_recipe() -> Recipe:
     )
 
 
+@pytest.mark.slow
 def test_user_recipe_runs_and_is_recorded(tmp_path: Path) -> None:
     """A recipe of existing operations runs, records its name, stages and options, and reuses on a rerun."""
     path = write_store(tmp_path / "ds.zarr", n_cells=800, n_genes=600, cluster="threads")

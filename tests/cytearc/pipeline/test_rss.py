@@ -101,6 +101,7 @@ def test_child_allocation_raises_the_peak() -> None:
     assert during["workers"] == 0
 
 
+@pytest.mark.slow
 def test_workers_of_a_local_cluster(client: distributed.Client) -> None:
     """The workers' bytes are reported, and a worker that is our child is not counted twice."""
     (pid,) = client.run(lambda: psutil.Process().pid).values()
@@ -121,6 +122,7 @@ def test_workers_of_a_local_cluster(client: distributed.Client) -> None:
     assert metrics["meanBytes"]["client"] < tree - 0.5 * worker_rss
 
 
+@pytest.mark.slow
 def test_worker_allocation_raises_the_worker_peak(client: distributed.Client) -> None:
     """Memory that a worker holds counts in the workers' peak, not the client's."""
 

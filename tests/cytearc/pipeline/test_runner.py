@@ -53,6 +53,7 @@ def _open(path: Path) -> DataStore:
     return DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
 
 
+@pytest.mark.slow
 def test_clusters_and_markers_recover_the_truth(
     analysed: tuple[Path, str], dataset: SyntheticDataset
 ) -> None:
@@ -74,6 +75,7 @@ def test_clusters_and_markers_recover_the_truth(
         assert len(top & planted) >= 15, (group, majority)
 
 
+@pytest.mark.slow
 def test_second_identical_run_creates_nothing(analysed: tuple[Path, str]) -> None:
     """Every stage of a repeated run reuses its artifacts; the store gains no artifact."""
     path, first = analysed
@@ -89,6 +91,7 @@ def test_second_identical_run_creates_nothing(analysed: tuple[Path, str]) -> Non
         assert all(p.disposition == "reused" for p in stage.plans)
 
 
+@pytest.mark.slow
 def test_records_have_exactly_the_seed_fields(analysed: tuple[Path, str]) -> None:
     """Run and stage documents on disk carry exactly the seed's fields; metrics hold RSS samples."""
     path, run_id = analysed
@@ -112,6 +115,7 @@ def test_records_have_exactly_the_seed_fields(analysed: tuple[Path, str]) -> Non
         StageRecord.from_json({k: v for k, v in docs[0].items() if k != "metrics"}, where="test")
 
 
+@pytest.mark.slow
 def test_frozen_views_and_labels(analysed: tuple[Path, str]) -> None:
     """Frozen tables survive live edits; a completed run's label cannot be taken again."""
     path, run_id = analysed
@@ -159,6 +163,7 @@ def test_unmeasured_cells_refused_before_any_record(tmp_path: Path) -> None:
     assert list_artifacts(ds.root, scopes=["", "RNA"]) == []
 
 
+@pytest.mark.slow
 def test_cli_run_writes_json_and_plots(
     analysed: tuple[Path, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,6 +184,7 @@ def test_cli_run_writes_json_and_plots(
     assert "unknown options" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_store_plots(analysed: tuple[Path, str], dataset: SyntheticDataset) -> None:
     """ds.plots draws QC violins, UMAP by cluster and by gene, and the marker dot plot."""
     path, run_id = analysed
@@ -197,6 +203,7 @@ def test_store_plots(analysed: tuple[Path, str], dataset: SyntheticDataset) -> N
         ds.plots.gene_values("NOT_A_GENE")
 
 
+@pytest.mark.slow
 def test_an_analysed_store_is_not_replaced_by_an_import(analysed: tuple[Path, str]) -> None:
     """Artifacts mark their assay prepared; an import with overwrite=True then refuses the store."""
     path, _ = analysed

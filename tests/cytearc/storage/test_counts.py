@@ -94,6 +94,7 @@ def test_fingerprint_matches_reference(tmp_path: Path) -> None:
     assert written.content_fingerprint == _reference_fingerprint(values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "variant",
     ["halved layout", "bigger layout", "gzip", "zstd", "uint32", "int64"],
@@ -148,6 +149,7 @@ def test_zero_shards_are_not_stored(tmp_path: Path) -> None:
     assert stored | empty == set(range(-(-1100 // shard_rows)))
 
 
+@pytest.mark.slow
 def test_same_identity_on_a_local_cluster(tmp_path: Path, engine: Engine) -> None:
     """Two worker processes write the same arrays and fingerprint as the threaded scheduler."""
     values = _matrix()
@@ -173,6 +175,7 @@ def test_float_counts_keep_float_identity(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on_cluster", [False, True])
 def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool, engine: Engine) -> None:
     """Sparse bands fed out of order to CountsWriter give the arrays and identity of a Dask write."""

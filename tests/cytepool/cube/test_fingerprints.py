@@ -197,6 +197,7 @@ def layer_pairs(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
     return counts, floats
 
 
+@pytest.mark.slow
 @given(
     pair=layer_pairs(), width=st.sampled_from([np.uint8, np.uint16, np.int32, np.int64, np.uint64])
 )

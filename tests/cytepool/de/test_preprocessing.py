@@ -134,6 +134,7 @@ def test_tmm_factors_follow_a_sample_permutation(counts: np.ndarray, seed: int) 
     )
 
 
+@pytest.mark.slow
 @given(counts=counts_matrices, scale=st.floats(0.01, 100.0))
 def test_voom_log_cpm_shifts_with_library_sizes(counts: np.ndarray, scale: float) -> None:
     """Scaling every library size by c shifts sample j's log-CPM by log2((L_j + 1) / (c L_j + 1))."""
