@@ -33,7 +33,7 @@ from cytearc.ops.publication import values_digest
 from cytearc.ops.selection import (
     SelectionLike,
     group_labels,
-    publish_measured_selection,
+    publish_selection,
     read_measured_mask,
 )
 from cytepool import Cube, write_cube
@@ -307,7 +307,7 @@ def compute_bulk(
         or isinstance(cell_selection, ArtifactRef)
         or (isinstance(cell_selection, str) and "/" in cell_selection)
     ):
-        ref = str(publish_measured_selection(ds, assay, cell_selection, operation=operation).ref)
+        ref = str(publish_selection(ds, cell_selection).ref)
     else:
         key = cell_selection if isinstance(cell_selection, str) else None
         ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {values_digest(mask)}"

@@ -30,7 +30,7 @@ from cytearc.ops.publication import reuse_or_publish, values_digest
 from cytearc.ops.selection import (
     SelectionLike,
     group_labels,
-    publish_measured_selection,
+    publish_selection,
     read_measured_mask,
 )
 from cytepool.de.toptable import p_adjust_bh
@@ -246,7 +246,7 @@ def search(
     if len(groups) < 2:
         msg = f"{ds.where}: {operation}: {group_key!r} has one group among the selected cells; markers need two or more"
         raise OperationArgumentError(msg)
-    selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
+    selection = publish_selection(ds, cell_selection)
     rows = np.flatnonzero(mask)
 
     def build(writer: ArtifactWriter) -> None:

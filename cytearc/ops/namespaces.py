@@ -68,9 +68,7 @@ class Namespace:
         self._store = store
 
     def __dir__(self) -> list[str]:
-        return sorted(
-            name for name in dir(type(self)) if isinstance(getattr(type(self), name), operation)
-        )
+        return sorted(name for name in dir(type(self)) if not name.startswith("_"))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self._store.where}: {', '.join(dir(self))}>"

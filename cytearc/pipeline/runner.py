@@ -22,6 +22,7 @@ from tqdm import tqdm
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
 from cytearc.errors import MissingArtifactError, RunNotFoundError
 from cytearc.metadata.membership import validate_measured
+from cytearc.ops.namespaces import Namespace, operation
 from cytearc.ops.publication import values_digest
 from cytearc.ops.qc import metric_assay
 from cytearc.ops.selection import MEMBERSHIP_REMEDY, row_ids_fingerprint
@@ -203,8 +204,9 @@ def _check_cells(ds: AnalysisStore, assay: str, config: dict[str, Any]) -> None:
 
 def run_pipeline(
     ds: AnalysisStore,
-    *,
+    /,
     recipe: str | Recipe = "rna_standard",
+    *,
     assay: str = "RNA",
     label: str | None = None,
     **stage_options: Any,
@@ -350,69 +352,16 @@ def run_pipeline(
     return PipelineRun(ds, record, tuple(stages))
 
 
-class Pipeline:
+class Pipeline(Namespace):
     """``ds.pipeline``: run recipes, list and reopen runs, abandon a stuck label claim.
 
     Parameters
     ----------
-    ds
+    store
         The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     """
 
-    def __init__(self, ds: AnalysisStore) -> None:
-        self._ds = ds
-
-    def run(
-        self,
-        recipe: str | Recipe = "rna_standard",
-        *,
-        assay: str = "RNA",
-        label: str | None = None,
-        **stage_options: Any,
-    ) -> PipelineRun:
-        """Run ``recipe`` on ``assay`` (:func:`run_pipeline`); a second identical run reuses every artifact.
-
-        Parameters
-        ----------
-        recipe
-            A recipe's name in :data:`~cytearc.pipeline.recipes.RECIPES`, or a
-            :class:`~cytearc.pipeline.recipes.Recipe`.
-        assay
-            The assay the recipe analyses.
-        label
-            A name for the run, claimed when it completes
-            (:meth:`Pipeline.by_label` reopens it); None for no label.
-        **stage_options
-            The recipe's options, overriding their defaults; for
-            ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
-            ``qc_nmads``, ``qc_sample_key``, ``target_sum``, ``n_top``,
-            ``n_comps``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
-            ``seed``.
-
-        Returns
-        -------
-        PipelineRun
-            The completed run: its record, stage records and outputs.
-
-        Raises
-        ------
-        RecipeError
-            No recipe has that name, or it takes no such option.
-        AssayNotFoundError
-            The store has no assay ``assay``.
-        UnmeasuredCellsError
-            The cells of ``cell_key`` include cells the assay did not measure
-            (before any record is written).
-        LabelTakenError, LabelClaimBlockedError, AtomicClaimUnsupportedError
-            The label cannot be claimed (checked before the run starts, and again
-            atomically when it is finalized).
-        ReadOnlyStoreError
-            The store is read-only.
-        CyteArcError
-            A stage failed (any of the errors of its operation); the stage and
-            the run are recorded as failed first.
-        """
-        return run_pipeline(self._ds, recipe=recipe, assay=assay, label=label, **stage_options)
+    run = operation(run_pipeline)
 
     def runs(self) -> list[RunRecord]:
         """Every readable run (unreadable ones are skipped with a warning naming them).
@@ -422,7 +371,7 @@ class Pipeline:
         list of RunRecord
             The runs' records.
         """
-        return ledger.list_runs(self._ds.root, where=self._ds.where)
+        return ledger.list_runs(self._store.root, where=self._store.where)
 
     def open(self, run_id: str) -> PipelineRun:
         """A recorded run; an unreadable one raises its error.
@@ -444,9 +393,9 @@ class Pipeline:
         PipelineRecordError
             Its record or a stage record is missing a field or has a wrong value.
         """
-        root, where = self._ds.root, self._ds.where
+        root, where = self._store.root, self._store.where
         record = ledger.open_run(root, run_id, where=where)
-        return PipelineRun(self._ds, record, tuple(ledger.run_stages(root, run_id, where=where)))
+        return PipelineRun(self._store, record, tuple(ledger.run_stages(root, run_id, where=where)))
 
     def by_label(self, label: str) -> PipelineRun:
         """The completed run that owns ``label``.
@@ -466,9 +415,9 @@ class Pipeline:
         RunNotFoundError
             No run claimed ``label`` (a :class:`KeyError`).
         """
-        owner = ledger.label_owner(self._ds.root, label, where=self._ds.where)
+        owner = ledger.label_owner(self._store.root, label, where=self._store.where)
         if owner is None:
-            msg = f"{self._ds.where}: no run claimed the label {label!r}; ds.pipeline.runs() lists the runs with their labels"
+            msg = f"{self._store.where}: no run claimed the label {label!r}; ds.pipeline.runs() lists the runs with their labels"
             raise RunNotFoundError(msg)
         return self.open(owner)
 
@@ -504,5 +453,5 @@ class Pipeline:
             The store is read-only.
         """
         return ledger.abandon_label_claim(
-            self._ds.root, label=label, run_id=run_id, reason=reason, where=self._ds.where
+            self._store.root, label=label, run_id=run_id, reason=reason, where=self._store.where
         )
