@@ -15,6 +15,7 @@ columns with their pandas dtypes.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
@@ -38,12 +39,13 @@ from cytearc.metadata.encoding import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
 __all__ = [
     "COLUMNS_ATTRIBUTE",
     "GENERATED_ATTRIBUTE",
     "MetaData",
+    "Staging",
     "write_table",
 ]
 
@@ -106,6 +108,58 @@ def write_table(group: zarr.Group, table: pd.DataFrame, *, dimension: str, where
     group.attrs[COLUMNS_ATTRIBUTE] = list(encoded)
 
 
+class Staging:
+    """Column writes and group attributes held back until :meth:`MetaData.staged` ends well.
+
+    Staged columns are kept in memory in their stored encoding, so reads
+    inside the block see exactly what the commit will write.
+    """
+
+    def __init__(self) -> None:
+        self.group = zarr.group(zarr.storage.MemoryStore())
+        self.columns: dict[str, tuple[EncodedColumn, dict[str, Any] | None]] = {}
+        self.attributes: dict[tuple[str, str], tuple[zarr.Group | zarr.Array[Any], Any]] = {}
+
+    def set_attribute(self, group: zarr.Group | zarr.Array[Any], key: str, value: object) -> None:
+        """Stage ``group.attrs[key] = value``.
+
+        Parameters
+        ----------
+        group
+            A group of the store.
+        key
+            The attribute.
+        value
+            Its JSON value.
+        """
+        self.attributes[group.path, key] = (group, value)
+
+    def attribute(
+        self,
+        group: zarr.Group | zarr.Array[Any],
+        key: str,
+        default: object = None,
+    ) -> Any:  # noqa: ANN401
+        """``group.attrs[key]`` as the commit will leave it.
+
+        Parameters
+        ----------
+        group
+            A group of the store.
+        key
+            The attribute.
+        default
+            The value when neither the staging nor the group has it.
+
+        Returns
+        -------
+        object
+            The staged value, else the stored one, else ``default``.
+        """
+        staged = self.attributes.get((group.path, key))
+        return staged[1] if staged is not None else group.attrs.get(key, default)
+
+
 class MetaData:
     """A cell or feature table of a store.
 
@@ -156,6 +210,8 @@ class MetaData:
         writable: bool = False,
     ) -> None:
         self._group = group
+        self.staging: Staging | None = None
+        """The writes held back by an active :meth:`staged` block, else None."""
         self.dimension = dimension
         self.where = where
         self._reserved = reserved
@@ -173,13 +229,72 @@ class MetaData:
 
     @property
     def columns(self) -> list[str]:
-        """Column names, in order."""
-        return list(self._group.attrs[COLUMNS_ATTRIBUTE])  # type: ignore[arg-type]
+        """Column names, in order (with the columns a :meth:`staged` block holds)."""
+        stored: list[str] = list(self._group.attrs[COLUMNS_ATTRIBUTE])  # type: ignore[arg-type]
+        if self.staging is None:
+            return stored
+        return stored + [c for c in self.staging.columns if c not in stored]
+
+    @contextmanager
+    def staged(self) -> Iterator[Staging]:
+        """Hold back :meth:`insert` (and staged group attributes) until the block ends without error.
+
+        Inside the block the table reads as if the columns were written; when
+        the block raises, nothing of it is written. A pipeline run stages the
+        columns its operations write, so a failed run leaves every column as
+        it was.
+
+        Yields
+        ------
+        Staging
+            The held-back writes (:meth:`Staging.set_attribute` stages an
+            attribute of another group with them).
+
+        Raises
+        ------
+        CyteArcError
+            A staged block is already active on this table.
+
+        Examples
+        --------
+        >>> import pandas as pd, zarr
+        >>> group = zarr.group(zarr.storage.MemoryStore())
+        >>> write_table(group, pd.DataFrame({"ids": ["c1", "c2"]}), dimension="cell", where="cells")
+        >>> cells = MetaData(group, dimension="cell", where="cells", writable=True)
+        >>> try:
+        ...     with cells.staged():
+        ...         cells.insert("score", [0.5, 0.7])
+        ...         raise RuntimeError("a later step failed")
+        ... except RuntimeError:
+        ...     pass
+        >>> "score" in cells.columns
+        False
+        """
+        if self.staging is not None:
+            msg = f"{self.where}: a staged block is already active on this table; finish it first"
+            raise CyteArcError(msg)
+        staging = self.staging = Staging()
+        try:
+            yield staging
+        finally:
+            self.staging = None
+        for column, (encoded, attributes) in staging.columns.items():
+            write_column(
+                self._group, column, encoded, dimension=self.dimension, attributes=attributes
+            )
+            if column not in self.columns:
+                self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
+        for (_, key), (group, value) in staging.attributes.items():
+            group.attrs[key] = value
 
     def _node(self, column: str) -> zarr.Array[Any] | zarr.Group:
         if column not in self.columns:
-            msg = f"{self.where}: no column {column!r}; columns are {self.columns} - pass one of them"
+            msg = (
+                f"{self.where}: no column {column!r}; columns are {self.columns} - pass one of them"
+            )
             raise ColumnNotFoundError(msg)
+        if self.staging is not None and column in self.staging.columns:
+            return self.staging.group[column]
         node = self._group.get(column)
         if not isinstance(node, zarr.Array | zarr.Group):
             msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored; re-import the store"
@@ -342,6 +457,11 @@ class MetaData:
             )
             raise ReservedColumnError(msg)
 
+    def _refuse_staged(self, operation: str) -> None:
+        if self.staging is not None:
+            msg = f"{self.where}: {operation} writes at once, so it cannot run inside a staged block (a pipeline run); call it before or after"
+            raise CyteArcError(msg)
+
     def insert(
         self,
         column: str,
@@ -410,6 +530,12 @@ class MetaData:
                 raise CyteArcError(msg)
             series = self._expanded(series, mask, fill_value=fill_value, column=column)
         encoded = encode_column(series, n_rows=self.n_rows, where=f"{self.where}/{column}")
+        if self.staging is not None:
+            write_column(
+                self.staging.group, column, encoded, dimension=self.dimension, attributes=attributes
+            )
+            self.staging.columns[column] = (encoded, attributes)
+            return
         write_column(self._group, column, encoded, dimension=self.dimension, attributes=attributes)
         if column not in self.columns:
             self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
@@ -466,6 +592,7 @@ class MetaData:
             per row it marks.
         """
         self._check_write(key, operation="update_key")
+        self._refuse_staged("update_key")
         array = self._key_array(key)
         mask = self._key_mask(key)
         values = np.asarray(values, dtype=bool)
@@ -496,6 +623,7 @@ class MetaData:
             If ``key`` is not a bool column.
         """
         self._check_write(key, operation="reset_key")
+        self._refuse_staged("reset_key")
         self._key_array(key)[:] = np.ones(self.n_rows, dtype=bool)
 
     def drop(self, column: str) -> None:
@@ -520,6 +648,7 @@ class MetaData:
                 f"{self.where}: drop {column!r} needs a writable store; open it with zarr_mode='r+'"
             )
             raise ReadOnlyStoreError(msg)
+        self._refuse_staged("drop")
         if column in ("ids", "I") or self._node(column).attrs.get("role") == "assay_membership":
             msg = f"{self.where}: column {column!r} is protected and cannot be dropped"
             raise ReservedColumnError(msg)

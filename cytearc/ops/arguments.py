@@ -37,6 +37,7 @@ __all__ = [
     "parse_float",
     "parse_int",
     "parse_patterns",
+    "parse_seed",
 ]
 
 T = TypeVar("T")
@@ -52,8 +53,9 @@ def parse_int(
     name: str,
     operation: str,
     minimum: int | None = None,
+    maximum: int | None = None,
 ) -> int:
-    """An integer argument (a bool is not one), at least ``minimum``.
+    """An integer argument (a bool is not one), from ``minimum`` to ``maximum``.
 
     Parameters
     ----------
@@ -61,8 +63,8 @@ def parse_int(
         The argument.
     name, operation
         For the message.
-    minimum
-        The smallest value allowed.
+    minimum, maximum
+        The smallest and largest values allowed (None: no bound).
 
     Returns
     -------
@@ -72,14 +74,47 @@ def parse_int(
     Raises
     ------
     OperationArgumentError
-        Not an integer, or below ``minimum``.
+        Not an integer, or out of the bounds.
     """
-    bound = "" if minimum is None else f" >= {minimum}"
+    bound = (
+        f" from {minimum} to {maximum}"
+        if minimum is not None and maximum is not None
+        else ""
+        if minimum is None and maximum is None
+        else f" >= {minimum}"
+        if minimum is not None
+        else f" <= {maximum}"
+    )
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise _refuse(operation, name, f"an integer{bound}", value)
-    if minimum is not None and int(value) < minimum:
+    if (minimum is not None and int(value) < minimum) or (
+        maximum is not None and int(value) > maximum
+    ):
         raise _refuse(operation, name, f"an integer{bound}", value)
     return int(value)
+
+
+def parse_seed(value: object, *, name: str = "seed", operation: str) -> int:
+    """A random seed: an integer from 0 to 2**32 - 1 (what NumPy, igraph and UMAP accept).
+
+    Parameters
+    ----------
+    value
+        The argument.
+    name, operation
+        For the message.
+
+    Returns
+    -------
+    int
+        The seed.
+
+    Raises
+    ------
+    OperationArgumentError
+        Not an integer in that range.
+    """
+    return parse_int(value, name=name, operation=operation, minimum=0, maximum=2**32 - 1)
 
 
 def parse_float(
@@ -89,8 +124,9 @@ def parse_float(
     operation: str,
     positive: bool = False,
     non_negative: bool = False,
+    maximum: float | None = None,
 ) -> float:
-    """A finite real argument (a bool is not one), > 0 or >= 0 when asked.
+    """A finite real argument (a bool is not one), > 0 or >= 0 when asked, at most ``maximum``.
 
     Parameters
     ----------
@@ -99,7 +135,9 @@ def parse_float(
     name, operation
         For the message.
     positive, non_negative
-        The bound.
+        The lower bound.
+    maximum
+        The largest value allowed (None: no upper bound).
 
     Returns
     -------
@@ -112,11 +150,18 @@ def parse_float(
         Not a finite number, or outside the bound.
     """
     bound = " > 0" if positive else " >= 0" if non_negative else ""
+    if maximum is not None:
+        bound += f" and <= {maximum:g}" if bound else f" <= {maximum:g}"
     expected = f"a finite number{bound}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _refuse(operation, name, expected, value)
     number = float(value)
-    if not math.isfinite(number) or (positive and number <= 0) or (non_negative and number < 0):
+    if (
+        not math.isfinite(number)
+        or (positive and number <= 0)
+        or (non_negative and number < 0)
+        or (maximum is not None and number > maximum)
+    ):
         raise _refuse(operation, name, expected, value)
     return number
 

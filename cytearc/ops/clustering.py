@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cytearc.errors import OperationArgumentError
-from cytearc.ops.arguments import parse_float, parse_int
+from cytearc.ops.arguments import parse_float, parse_int, parse_seed
 from cytearc.ops.neighbors import load_connectivities
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
 from cytearc.ops.selection import artifact_cell_mask
@@ -76,7 +76,7 @@ def leiden(
     operation = "cluster.leiden"
     source = open_input(ds, graph, kind="neighbors", operation=operation)
     resolution = parse_float(resolution, name="resolution", operation=operation, positive=True)
-    seed = parse_int(seed, name="seed", operation=operation)
+    seed = parse_seed(seed, operation=operation)
     n_iterations = parse_int(n_iterations, name="n_iterations", operation=operation, minimum=-1)
     if label is not None and not label:
         msg = f"{operation}: label must be a non-empty column name or None, found {label!r}"

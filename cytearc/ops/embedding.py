@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cytearc.artifacts import Artifact, open_artifact
-from cytearc.ops.arguments import parse_float, parse_int
+from cytearc.ops.arguments import parse_float, parse_int, parse_seed
 from cytearc.ops.neighbors import load_connectivities, umap_module
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
 from cytearc.ops.selection import artifact_cell_mask
@@ -46,7 +46,7 @@ def umap(
         Dimensions of the embedding (the first two are written as cell
         columns).
     min_dist
-        UMAP's ``min_dist`` (>= 0): how tightly points may pack.
+        UMAP's ``min_dist`` (>= 0 and at most ``spread``): how tightly points may pack.
     spread
         UMAP's ``spread`` (> 0): the scale of the embedded points.
     n_epochs
@@ -74,11 +74,11 @@ def umap(
     operation = "layout.umap"
     source = open_input(ds, graph, kind="neighbors", operation=operation)
     n_components = parse_int(n_components, name="n_components", operation=operation, minimum=1)
-    parse_float(min_dist, name="min_dist", operation=operation, non_negative=True)
-    parse_float(spread, name="spread", operation=operation, positive=True)
+    spread = parse_float(spread, name="spread", operation=operation, positive=True)
+    parse_float(min_dist, name="min_dist", operation=operation, non_negative=True, maximum=spread)
     if n_epochs is not None:
         n_epochs = parse_int(n_epochs, name="n_epochs", operation=operation, minimum=1)
-    seed = parse_int(seed, name="seed", operation=operation)
+    seed = parse_seed(seed, operation=operation)
     pca_ref = source.inputs()["pca"]
 
     def build(writer: ArtifactWriter) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from cytearc.errors import OperationArgumentError
-from cytearc.ops.arguments import parse_int
+from cytearc.ops.arguments import parse_int, parse_seed
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def neighbors(
         raise OperationArgumentError(msg)
     if n_comps is not None:
         n_comps = parse_int(n_comps, name="n_comps", operation=operation, minimum=1)
-    seed = parse_int(seed, name="seed", operation=operation)
+    seed = parse_seed(seed, operation=operation)
     use = total if n_comps is None else min(n_comps, total)
 
     def build(writer: ArtifactWriter) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.linalg
 
 from cytearc.errors import ArtifactError, OperationArgumentError
-from cytearc.ops.arguments import parse_choice, parse_float, parse_int
+from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
 from cytearc.ops.normalize import block_moments
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
@@ -233,7 +233,7 @@ def pca(
     mode = parse_choice(mode, ("exact", "randomized"), name="mode", operation=operation)
     if max_value is not None:
         parse_float(max_value, name="max_value", operation=operation, positive=True)
-    seed = parse_int(seed, name="seed", operation=operation)
+    seed = parse_seed(seed, operation=operation)
     features = hv.read("features")
     n_cells = int(norm.array("data").shape[0])
     k = min(n_comps, len(features), n_cells - 1)

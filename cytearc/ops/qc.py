@@ -118,7 +118,10 @@ def metrics(
             columns[column][unmeasured] = np.nan
     for column, values in columns.items():
         write_cell_column(ds, column, np.asarray(values), operation="qc.metrics")
-    ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
+    if ds.cells.staging is not None:
+        ds.cells.staging.set_attribute(ds.root[assay], PERCENT_ATTRIBUTE, recorded)
+    else:
+        ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
     return list(columns)
 
 
@@ -160,7 +163,13 @@ def percent_columns(ds: AnalysisStore, assay: str) -> dict[str, str]:
     dict of str to str
         The columns :func:`metrics` wrote, each with its regular expression.
     """
-    recorded = ds.root[assay].attrs.get(PERCENT_ATTRIBUTE, {})
+    group = ds.root[assay]
+    staging = ds.cells.staging
+    recorded = (
+        staging.attribute(group, PERCENT_ATTRIBUTE, {})
+        if staging is not None
+        else group.attrs.get(PERCENT_ATTRIBUTE, {})
+    )
     return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
 
 

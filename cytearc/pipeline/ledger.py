@@ -634,8 +634,9 @@ def _ensure_groups(root: zarr.Group, paths: tuple[str, ...]) -> None:
 def claim_label(root: zarr.Group, *, label: str, run_id: str, where: str) -> LabelClaim:
     """Claim ``label`` for run ``run_id``, which is running and requested that label.
 
-    Called while the run is finalized, before its record is written as
-    completed. A run that already owns the label gets its claim back;
+    Called when the run starts, right after its record is created (a second
+    run of the label is then refused before it computes anything), and again
+    while the run is finalized, before its record is written as completed. A run that already owns the label gets its claim back;
     otherwise the next claim is created atomically, once the current owner is
     known to be failed, interrupted or removed.
 

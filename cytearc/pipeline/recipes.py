@@ -46,12 +46,22 @@ built-in recipe.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from cytearc.artifacts import Artifact
-from cytearc.errors import RecipeError
+from cytearc.errors import OperationArgumentError, RecipeError
 from cytearc.ops import qc
+from cytearc.ops.arguments import (
+    parse_bool,
+    parse_choice,
+    parse_float,
+    parse_int,
+    parse_patterns,
+    parse_seed,
+)
 from cytearc.ops.clustering import leiden
 from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
@@ -62,7 +72,7 @@ from cytearc.ops.pca import pca
 from cytearc.pipeline.snapshots import input_snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
     from cytearc.storage.store import AnalysisStore
 
@@ -79,6 +89,7 @@ __all__ = [
     "recipe",
 ]
 
+
 @dataclass(frozen=True)
 class Output:
     """An artifact of an earlier stage, by output name (passed to the operation as its ref).
@@ -92,6 +103,12 @@ class Output:
     name: str
 
 
+Check = Callable[..., object]
+"""Checks an option's value: called as ``check(value, name=..., operation=...)``,
+returns the value to run with or raises :class:`~cytearc.errors.OperationArgumentError`
+(the parsers of :mod:`cytearc.ops.arguments` are checks)."""
+
+
 @dataclass(frozen=True)
 class Option:
     """A setting of the recipe: ``pipeline.run(..., <name>=value)`` overrides ``default``.
@@ -102,10 +119,15 @@ class Option:
         The option's name.
     default
         Its value when the run does not set it.
+    check
+        Checks a value the run gives before the first stage runs, such as
+        ``partial(parse_float, positive=True)``; None accepts any value (the
+        operation checks it when its stage runs).
     """
 
     name: str
     default: Any
+    check: Check | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -279,24 +301,54 @@ class Recipe:
         ------
         RecipeError
             An option the recipe does not take.
+        OperationArgumentError
+            An option's value fails its check, e.g. "pipeline.run: resolution
+            must be a finite number > 0, found -1".
         """
         known = {k: v for s in self.stages for k, v in s.options().items()}
         unknown = sorted(set(options) - set(known))
         if unknown:
             msg = f"recipe {self.name!r}: unknown options {unknown}; it takes {sorted(known)}"
             raise RecipeError(msg)
-        return {**known, **options}
+        checks = {
+            a.name: a.check
+            for s in self.stages
+            for a in s.arguments.values()
+            if isinstance(a, Option) and a.check is not None
+        }
+        config = {**known, **options}
+        for name, value in options.items():
+            if name in checks:
+                config[name] = checks[name](value, name=name, operation="pipeline.run")
+        return config
+
+
+def _column_name(value: object, *, name: str, operation: str, optional: bool = False) -> object:
+    if (value is None and optional) or (isinstance(value, str) and value):
+        return value
+    expected = "a cell column's name" + (" or None" if optional else "")
+    msg = f"{operation}: {name} must be {expected}, found {value!r}"
+    raise OperationArgumentError(msg)
+
+
+def _patterns(value: object, *, name: str, operation: str) -> object:
+    del name
+    return parse_patterns(value, operation=operation)
+
+
+def _pca_mode(value: object, *, name: str, operation: str) -> object:
+    return parse_choice(value, ("exact", "randomized"), name=name, operation=operation)
 
 
 INPUT_SNAPSHOT: Final = Stage(
     name="input_snapshot",
     operation=input_snapshot,
     outputs=("cells", "feature_universe", "cell_metadata", "feature_metadata"),
-    arguments={"assay": ASSAY, "cell_key": Option("cell_key", "I")},
+    arguments={"assay": ASSAY, "cell_key": Option("cell_key", "I", check=_column_name)},
 )
 """The first stage of every recipe: the run's cells, feature universe and tables, frozen."""
 
-_SEED: Final = Option("seed", 0)
+_SEED: Final = Option("seed", 0, check=parse_seed)
 
 RNA_STANDARD: Final = Recipe(
     name="rna_standard",
@@ -308,10 +360,12 @@ RNA_STANDARD: Final = Recipe(
             outputs=("cells",),
             arguments={
                 "assay": ASSAY,
-                "patterns": Option("qc_patterns", dict(qc.DEFAULT_PATTERNS)),
-                "filter_outliers": Option("qc_filter", default=True),
-                "nmads": Option("qc_nmads", 5.0),
-                "sample_key": Option("qc_sample_key", None),
+                "patterns": Option("qc_patterns", dict(qc.DEFAULT_PATTERNS), check=_patterns),
+                "filter_outliers": Option("qc_filter", default=True, check=parse_bool),
+                "nmads": Option("qc_nmads", 5.0, check=partial(parse_float, positive=True)),
+                "sample_key": Option(
+                    "qc_sample_key", None, check=partial(_column_name, optional=True)
+                ),
                 "cell_selection": Output("cells"),
             },
         ),
@@ -322,14 +376,17 @@ RNA_STANDARD: Final = Recipe(
             arguments={
                 "assay": ASSAY,
                 "cell_selection": Output("cells"),
-                "target_sum": Option("target_sum", 1e4),
+                "target_sum": Option("target_sum", 1e4, check=partial(parse_float, positive=True)),
             },
         ),
         Stage(
             name="hvgs",
             operation=hvgs,
             outputs=("hvgs",),
-            arguments={"normalized": Output("normalized"), "n_top": Option("n_top", 2000)},
+            arguments={
+                "normalized": Output("normalized"),
+                "n_top": Option("n_top", 2000, check=partial(parse_int, minimum=1)),
+            },
         ),
         Stage(
             name="pca",
@@ -338,8 +395,8 @@ RNA_STANDARD: Final = Recipe(
             arguments={
                 "normalized": Output("normalized"),
                 "hvgs": Output("hvgs"),
-                "n_comps": Option("n_comps", 50),
-                "mode": Option("pca_mode", "exact"),
+                "n_comps": Option("n_comps", 50, check=partial(parse_int, minimum=1)),
+                "mode": Option("pca_mode", "exact", check=_pca_mode),
                 "seed": _SEED,
             },
         ),
@@ -347,7 +404,11 @@ RNA_STANDARD: Final = Recipe(
             name="neighbors",
             operation=neighbors,
             outputs=("neighbors",),
-            arguments={"pca": Output("pca"), "k": Option("k", 15), "seed": _SEED},
+            arguments={
+                "pca": Output("pca"),
+                "k": Option("k", 15, check=partial(parse_int, minimum=2)),
+                "seed": _SEED,
+            },
         ),
         Stage(
             name="leiden",
@@ -355,7 +416,7 @@ RNA_STANDARD: Final = Recipe(
             outputs=("clustering",),
             arguments={
                 "graph": Output("neighbors"),
-                "resolution": Option("resolution", 1.0),
+                "resolution": Option("resolution", 1.0, check=partial(parse_float, positive=True)),
                 "seed": _SEED,
             },
         ),
@@ -365,7 +426,9 @@ RNA_STANDARD: Final = Recipe(
             outputs=("umap",),
             arguments={
                 "graph": Output("neighbors"),
-                "min_dist": Option("min_dist", 0.5),
+                "min_dist": Option(
+                    "min_dist", 0.5, check=partial(parse_float, non_negative=True, maximum=1.0)
+                ),
                 "seed": _SEED,
             },
         ),

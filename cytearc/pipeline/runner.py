@@ -3,10 +3,18 @@
 The run record is created before the first stage (``input_snapshot``); each
 stage is recorded as running, then with its outputs, the dispositions of the
 artifacts it planned (reused or created, with nested plans), its seconds and
-the sampled RSS of the process tree and the Dask workers. A requested label is
-claimed while the run is finalized; the completed run record then owns it. A
-failure or interruption commits the terminal stage and run details first and
-re-raises.
+the sampled RSS of the process tree and the Dask workers.
+
+A requested label is claimed atomically right after the run record is created,
+before any stage computes (so the loser of two runs of one label computes
+nothing), and checked again while the run is finalized; the completed run
+record then owns it. The recipe's options are checked before the record is
+created. The cell columns the operations write (QC metrics, clusters, UMAP
+coordinates) and the assay's ``percentFeatures`` record are staged
+(:meth:`~cytearc.metadata.table.MetaData.staged`) and written only when every
+stage completed, so a failed run leaves every column as the last good run left
+it. Any failure or interruption after the record exists commits the terminal
+stage and run details first and re-raises.
 """
 
 from __future__ import annotations
@@ -114,7 +122,11 @@ class PipelineRun:
         """
         outputs = self.outputs
         if name not in outputs:
-            ended = "" if self.record.complete else f" (the run is {self.record.status}: only a completed run has outputs)"
+            ended = (
+                ""
+                if self.record.complete
+                else f" (the run is {self.record.status}: only a completed run has outputs)"
+            )
             msg = f"{self.ds.where}: run {self.run_id}: no output {name!r}; its outputs are {sorted(outputs)}{ended} - pass one of them"
             raise MissingArtifactError(msg)
         return open_artifact(self.ds.root, outputs[name])
@@ -202,6 +214,72 @@ def _check_cells(ds: AnalysisStore, assay: str, config: dict[str, Any]) -> None:
             )
 
 
+def _ended(error: BaseException) -> dict[str, Any]:
+    """The record fields of a run or stage that ``error`` ended."""
+    if isinstance(error, KeyboardInterrupt):
+        reason = Interruption(reason=type(error).__name__, at_ns=time.time_ns(), by="signal")
+        return {"status": "interrupted", "interruption": reason}
+    return {"status": "failed", "error": RecordedError.from_exception(error)}
+
+
+def _run_stages(
+    ds: AnalysisStore,
+    plan: Recipe,
+    *,
+    assay: str,
+    config: dict[str, Any],
+    run_id: str,
+    stages: list[StageRecord],
+) -> dict[str, Artifact]:
+    """Run and record each stage in order (a failed stage is recorded, then re-raised)."""
+    where = ds.where
+    client = ds.engine.client
+    context: dict[str, Artifact] = {}
+    bar = tqdm(plan.stages, desc="pipeline", unit="stage", disable=not ds.show_progress)
+    for ordinal, stage in enumerate(bar):
+        bar.set_description(stage.name)
+        started = StageRecord(
+            stage=stage.name,
+            ordinal=ordinal,
+            started_at_ns=time.time_ns(),
+            status="running",
+            complete=False,
+        )
+        ledger.write_stage(ds.root, run_id, started, where=where)
+        clock = time.perf_counter()
+        with planning_receipts() as receipts, RssSampler(client) as sampler:
+            try:
+                outputs = stage.run(ds, assay=assay, context=context, config=config)
+            except BaseException as error:
+                failed = StageRecord(
+                    stage=stage.name,
+                    ordinal=ordinal,
+                    started_at_ns=started.started_at_ns,
+                    finished_at_ns=time.time_ns(),
+                    complete=True,
+                    plans=tuple(_plan(r) for r in receipts if r.disposition),
+                    metrics={"seconds": time.perf_counter() - clock},
+                    **_ended(error),
+                )
+                ledger.write_stage(ds.root, run_id, failed, where=where)
+                raise
+        context.update(outputs)
+        done = StageRecord(
+            stage=stage.name,
+            ordinal=ordinal,
+            started_at_ns=started.started_at_ns,
+            finished_at_ns=time.time_ns(),
+            status="completed",
+            complete=True,
+            outputs={k: str(v.ref) for k, v in outputs.items()},
+            plans=tuple(_plan(r) for r in receipts),
+            metrics={"seconds": time.perf_counter() - clock, "rss": sampler.metrics()},
+        )
+        ledger.write_stage(ds.root, run_id, done, where=where)
+        stages.append(done)
+    return context
+
+
 def run_pipeline(
     ds: AnalysisStore,
     /,
@@ -263,7 +341,6 @@ def run_pipeline(
     if label is not None:
         ledger.require_atomic_claims(ds.root, where=where)
         ledger.validate_label_available(ds.root, label=label, where=where)
-    client = ds.engine.client
     record = RunRecord(
         run_id=ledger.new_run_id(),
         recipe=plan.name,
@@ -278,67 +355,23 @@ def run_pipeline(
         stage_order=tuple(s.name for s in plan.stages),
     )
     ledger.create_run(ds.root, record, where=where)
-    context: dict[str, Artifact] = {}
     stages: list[StageRecord] = []
-    bar = tqdm(plan.stages, desc="pipeline", unit="stage", disable=not ds.show_progress)
-    for ordinal, stage in enumerate(bar):
-        bar.set_description(stage.name)
-        started = StageRecord(
-            stage=stage.name,
-            ordinal=ordinal,
-            started_at_ns=time.time_ns(),
-            status="running",
-            complete=False,
+    try:
+        if label is not None:  # before any computation: the loser of a race computes nothing
+            ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=where)
+        with ds.cells.staged():  # the cell columns of the run are written only if it completes
+            context = _run_stages(
+                ds, plan, assay=assay, config=config, run_id=record.run_id, stages=stages
+            )
+            if label is not None:
+                ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=where)
+    except BaseException as error:
+        record = dataclasses.replace(
+            record, finished_at_ns=time.time_ns(), complete=True, **_ended(error)
         )
-        ledger.write_stage(ds.root, record.run_id, started, where=where)
-        clock = time.perf_counter()
-        with planning_receipts() as receipts, RssSampler(client) as sampler:
-            try:
-                outputs = stage.run(ds, assay=assay, context=context, config=config)
-            except BaseException as error:
-                interrupted = isinstance(error, KeyboardInterrupt)
-                now = time.time_ns()
-                details: dict[str, Any] = (
-                    {
-                        "status": "interrupted",
-                        "interruption": Interruption(
-                            reason=type(error).__name__, at_ns=now, by="signal"
-                        ),
-                    }
-                    if interrupted
-                    else {"status": "failed", "error": RecordedError.from_exception(error)}
-                )
-                failed = StageRecord(
-                    stage=stage.name,
-                    ordinal=ordinal,
-                    started_at_ns=started.started_at_ns,
-                    finished_at_ns=now,
-                    complete=True,
-                    plans=tuple(_plan(r) for r in receipts if r.disposition),
-                    metrics={"seconds": time.perf_counter() - clock},
-                    **details,
-                )
-                ledger.write_stage(ds.root, record.run_id, failed, where=where)
-                record = dataclasses.replace(record, finished_at_ns=now, complete=True, **details)
-                ledger.write_run(ds.root, record, where=where)
-                raise
-        context.update(outputs)
-        done = StageRecord(
-            stage=stage.name,
-            ordinal=ordinal,
-            started_at_ns=started.started_at_ns,
-            finished_at_ns=time.time_ns(),
-            status="completed",
-            complete=True,
-            outputs={k: str(v.ref) for k, v in outputs.items()},
-            plans=tuple(_plan(r) for r in receipts),
-            metrics={"seconds": time.perf_counter() - clock, "rss": sampler.metrics()},
-        )
-        ledger.write_stage(ds.root, record.run_id, done, where=where)
-        stages.append(done)
+        ledger.write_run(ds.root, record, where=where)
+        raise
     final = {k: str(v.ref) for k, v in context.items()}
-    if label is not None:
-        ledger.claim_label(ds.root, label=label, run_id=record.run_id, where=where)
     record = dataclasses.replace(
         record,
         label=label,
