@@ -70,7 +70,8 @@ def parse_mem_budget(value: str | int | float | None, *, total: int | None = Non
     ------
     MemBudgetError
         ``value`` (or ``CYTEARC_MEM_BUDGET``) is not a positive size or a
-        fraction in (0, 1].
+        fraction in (0, 1], or is a size above ``total`` (the memory this
+        process may use: physical memory, cgroup and rlimit limits applied).
 
     Examples
     --------
@@ -98,6 +99,14 @@ def parse_mem_budget(value: str | int | float | None, *, total: int | None = Non
         raise MemBudgetError(msg) from exc
     if n_bytes <= 0:
         msg = f"{source}: the budget must be positive, found {value!r}"
+        raise MemBudgetError(msg)
+    available = total or detected_memory()
+    if n_bytes > available:
+        msg = (
+            f"{source}: {value!r} ({format_bytes(n_bytes)}) is more than the "
+            f"{format_bytes(available)} of memory this process may use; give at most that, "
+            "or a fraction such as '0.5'"
+        )
         raise MemBudgetError(msg)
     return n_bytes
 

@@ -15,6 +15,7 @@ every scheduler.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import dask.array as da
@@ -36,12 +37,11 @@ from cytearc.ops.selection import (
     publish_selection,
     read_measured_mask,
 )
+from cytearc.storage.destinations import validate_local_path
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
     from cytepool.codecs import Compression
@@ -177,9 +177,25 @@ def pooled_layers(
     return integers, values
 
 
-def _labels(ds: AnalysisStore, key: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Labels of a cell column as text (whole floats without a decimal point), and who has one."""
+def _labels(
+    ds: AnalysisStore, key: str, mask: np.ndarray, *, name: str, operation: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Labels of a cell column as text (whole floats without a decimal point), and who has one.
+
+    A float column with a fractional value is refused: it holds measurements,
+    not labels, and would pool one group per distinct value.
+    """
     values, valid = group_labels(ds, key)
+    if values.dtype.kind == "f":
+        fractional = valid & mask & (values != np.floor(np.where(valid, values, 0.0)))
+        if fractional.any():
+            example = values[np.flatnonzero(fractional)[0]]
+            msg = (
+                f"{ds.where}: {operation}: {name} {key!r} is a float column with fractional values "
+                f"(such as {example:g}), so each value would be a group of its own; pass a text, "
+                "categorical or integer column (bin numbers first, e.g. with pandas.cut)"
+            )
+            raise OperationArgumentError(msg)
     text = [
         str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in values.tolist()
     ]
@@ -267,7 +283,8 @@ def compute_bulk(
     AssayNotFoundError
         The store has no assay ``assay``.
     OperationArgumentError
-        ``sample_key`` or ``group_key`` is not a cell column, ``target_sum``
+        ``sample_key`` or ``group_key`` is not a cell column (or is a float
+        column with fractional values), ``target_sum``
         is not a positive number, ``cell_selection`` is malformed, or no
         selected cell has both labels.
     UnmeasuredCellsError
@@ -296,8 +313,8 @@ def compute_bulk(
     parse_cell_column(ds, group_key, name="group_key", operation=operation)
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     mask = read_measured_mask(ds, assay, cell_selection, operation=operation)
-    samples, has_sample = _labels(ds, sample_key, mask)
-    groups, has_group = _labels(ds, group_key, mask)
+    samples, has_sample = _labels(ds, sample_key, mask, name="sample_key", operation=operation)
+    groups, has_group = _labels(ds, group_key, mask, name="group_key", operation=operation)
     pooled = has_sample & has_group
     if not pooled.any():
         msg = f"{ds.where}: {operation}: no selected cell has both a {sample_key!r} and a {group_key!r} label"
@@ -310,7 +327,11 @@ def compute_bulk(
         ref = str(publish_selection(ds, cell_selection).ref)
     else:
         key = cell_selection if isinstance(cell_selection, str) else None
-        ref = f"cellData/{key or 'I'}" if cell_selection is None or key else f"mask {values_digest(mask)}"
+        ref = (
+            f"cellData/{key or 'I'}"
+            if cell_selection is None or key
+            else f"mask {values_digest(mask)}"
+        )
     sample_order, group_order = _order(samples[pooled]), _order(groups[pooled])
     s_pos = {s: i for i, s in enumerate(sample_order)}
     g_pos = {g: i for i, g in enumerate(group_order)}
@@ -423,8 +444,10 @@ def write_bulk(
         The store has no assay ``assay``.
     OperationArgumentError
         ``compression`` is unknown, ``sample_key`` or ``group_key`` is not a
-        cell column, ``target_sum`` is not a positive number,
-        ``cell_selection`` is malformed, or no selected cell has both labels.
+        cell column or is a float column with fractional values,
+        ``target_sum`` is not a positive number, ``cell_selection`` is
+        malformed, no selected cell has both labels, or ``path`` is inside
+        the store.
     UnmeasuredCellsError
         A selected cell was not measured by ``assay``; pass
         ``cell_selection=ds.select_measured_cells(assay)``.
@@ -432,8 +455,15 @@ def write_bulk(
         ``cell_selection`` was made for other cell ids.
     cytepool.errors.CubeExistsError
         A cube is at ``path`` and ``overwrite`` is False.
+    RemoteDestinationError
+        ``path`` is a URL (cubes are written to local paths).
     """
-    parse_choice(compression, ("gzip", "zstd", None), name="compression", operation="compare.write_bulk")
+    operation = "compare.write_bulk"
+    parse_choice(compression, ("gzip", "zstd", None), name="compression", operation=operation)
+    path = validate_local_path(path, kind="cubes")
+    if "://" not in ds.where and path.resolve().is_relative_to(Path(ds.where).resolve()):
+        msg = f"{path}: {operation}: the cube would be written inside the store {ds.where}; write it beside the store"
+        raise OperationArgumentError(msg)
     cube = compute_bulk(
         ds,
         assay,

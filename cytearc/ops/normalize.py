@@ -15,9 +15,10 @@ import dask.array as da
 import numpy as np
 
 from cytearc.assays.types import RNA_TYPES
+from cytearc.errors import NegativeCountsError
 from cytearc.ops.arguments import parse_bool, parse_choice, parse_float
 from cytearc.ops.publication import reuse_or_publish
-from cytearc.ops.selection import SelectionLike, publish_measured_selection
+from cytearc.ops.selection import SelectionLike, publish_measured_selection, read_measured_mask
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
@@ -267,6 +268,10 @@ def normalize(
         A selected cell was not measured by ``assay``.
     StaleSelectionError
         ``cell_selection`` was made for other cell ids.
+    NegativeCountsError
+        A selected cell has a negative count (checked before anything is
+        written, unless the counts are stored unsigned); the message names the
+        first such cell and feature.
     ReadOnlyStoreError
         No artifact of this provenance exists and the store is read-only.
 
@@ -291,6 +296,9 @@ def normalize(
     )
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     log1p = parse_bool(log1p, name="log1p", operation=operation)
+    if source.counts.dtype.kind != "u":
+        rows = np.flatnonzero(read_measured_mask(ds, assay, cell_selection, operation=operation))
+        _refuse_negative(ds, source, rows, operation=operation)
     selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)
     parameters = {
         "assay": assay,
@@ -341,3 +349,24 @@ def normalize(
 
 def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:
     return normalized_block(block, library[:, 0], **options)
+
+
+def _refuse_negative(ds: AnalysisStore, source: Assay, rows: np.ndarray, *, operation: str) -> None:
+    """Raise :class:`NegativeCountsError` naming the first selected cell and feature with a negative count."""
+    counts = source.counts if len(rows) == source.shape[0] else source.counts[rows]
+    (row_min,) = ds.engine.compute(counts.min(axis=1))
+    negative = np.flatnonzero(np.asarray(row_min) < 0)
+    if not len(negative):
+        return
+    row = int(rows[negative[0]])
+    (values,) = ds.engine.compute(source.counts[row])
+    column = int(np.flatnonzero(np.asarray(values) < 0)[0])
+    cell = ds.cells.fetch_all("ids")[row]
+    feature = source.features.fetch_all("ids")[column]
+    msg = (
+        f"{source.where}: {operation}: {len(negative)} selected cells have negative counts, the "
+        f"first cell {cell!r} (row {row}) at feature {feature!r} (column {column}) holds "
+        f"{values[column]:g}; normalization needs non-negative counts - import the raw counts "
+        "(for an H5AD file, the counts layer with --layer / layer=)"
+    )
+    raise NegativeCountsError(msg)

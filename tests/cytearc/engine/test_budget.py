@@ -29,7 +29,15 @@ from cytearc.errors import MemBudgetError
 )
 def test_sizes(value: str | int, expected: int) -> None:
     """Sizes use dask's units: G is 1e9, GiB is 2**30; ints are bytes."""
-    assert parse_mem_budget(value) == expected
+    assert parse_mem_budget(value, total=2**40) == expected
+
+
+def test_a_budget_above_the_memory_is_refused() -> None:
+    """A size above the memory this process may use (5T on a laptop) is refused, naming both."""
+    with pytest.raises(MemBudgetError, match=r"'5T' \(4.55 TiB\) is more than the 16.00 GiB"):
+        parse_mem_budget("5T", total=16 * 2**30)
+    with pytest.raises(MemBudgetError, match="is more than the"):
+        parse_mem_budget(detected_memory() + 1)
 
 
 @given(fraction=st.floats(min_value=0.01, max_value=1.0), total=st.integers(2**20, 2**40))

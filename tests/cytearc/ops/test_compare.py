@@ -12,7 +12,7 @@ import pytest
 from cytearc import DataStore
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
-from cytearc.errors import UnmeasuredCellsError
+from cytearc.errors import OperationArgumentError, UnmeasuredCellsError
 from cytearc.testing import write_membership
 from cytepool import read_cube
 from cytepool.testing import raise_if_dask_computes, tree_snapshot
@@ -162,3 +162,49 @@ def test_cli_pool(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert isinstance(cube.samples, pd.DataFrame)
     assert main([*args[:3], "nothing", *args[4:], "-o", str(tmp_path / "x.cube.zarr")]) == 1
     assert "nothing" in capsys.readouterr().err
+
+
+def test_a_float_group_column_is_refused(tmp_path: Path) -> None:
+    """A float column of measurements (one group per value) is refused before anything is written."""
+    path = write_store(tmp_path / "ds.zarr", n_cells=300, n_genes=600, cluster="threads")
+    ds = _threads(path, mode="r+")
+    ds.cells.insert("score", np.linspace(0.0, 1.0, 300))
+    ds.cells.insert("whole", np.arange(300) % 3 * 1.0)  # whole floats are labels
+    before = tree_snapshot(path)
+    with pytest.raises(OperationArgumentError, match=r"group_key 'score' is a float column"):
+        ds.compare.compute_bulk(sample_key="sample", group_key="score")
+    assert tree_snapshot(path) == before
+    cube = ds.compare.compute_bulk(sample_key="sample", group_key="whole")
+    assert cube.groups.iloc[:, 0].tolist() == ["0", "1", "2"]
+
+
+def test_pool_refuses_a_url_and_a_cube_inside_the_store(
+    store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cytearc pool -o s3://...` and a cube inside the source store exit 1 and write nothing."""
+    monkeypatch.chdir(tmp_path)
+    before = tree_snapshot(store)
+    for output, message in (
+        ("s3://bucket/pbmc.cube.zarr", "a URL (scheme 's3')"),
+        (str(store / "RNA" / "pbmc.cube.zarr"), "would be written inside the store"),
+    ):
+        code = main(
+            [
+                "pool",
+                str(store),
+                "--sample",
+                "sample",
+                "--group",
+                "cell_type",
+                "-o",
+                output,
+                "--cluster",
+                "threads",
+            ]
+        )
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert message in err
+        assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+    assert tree_snapshot(store) == before
