@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -153,3 +154,33 @@ def test_the_cli_names_a_bad_option_without_a_traceback(
     assert code == 1
     assert "resolution must be a finite number > 0, found -1" in err
     assert "Traceback" not in err
+
+
+def test_cli_lists_runs_and_releases_the_label_of_a_stopped_run(
+    analysed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cytearc runs` shows a stuck run; `--abandon` marks it interrupted and the label is free again."""
+    ds = _open(analysed)
+    record = ledger.open_run(ds.root, ds.pipeline.by_label("first").run_id, where=ds.where)
+    stuck = dataclasses.replace(
+        record,
+        run_id=ledger.new_run_id(),
+        requested_label="killed",
+        label=None,
+        status="running",
+        complete=False,
+        finished_at_ns=None,
+        outputs=None,
+        fields=None,
+    )
+    ledger.create_run(ds.root, stuck, where=ds.where)
+    ledger.claim_label(ds.root, label="killed", run_id=stuck.run_id, where=ds.where)
+    assert main(["runs", str(analysed), "--json"]) == 0
+    listed = {r["runId"]: r for r in json.loads(capsys.readouterr().out)}
+    assert listed[stuck.run_id]["status"] == "running"
+    args = ["runs", str(analysed), "--abandon", stuck.run_id, "--label", "killed"]
+    assert main([*args, "--reason", "its process was SIGKILLed"]) == 0
+    capsys.readouterr()
+    assert ds.pipeline.open(stuck.run_id).record.status == "interrupted"
+    run = ds.pipeline.run(label="killed", **OPTIONS)
+    assert ds.pipeline.by_label("killed").run_id == run.run_id
