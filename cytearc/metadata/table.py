@@ -297,7 +297,7 @@ class MetaData:
             return self.staging.group[column]
         node = self._group.get(column)
         if not isinstance(node, zarr.Array | zarr.Group):
-            msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored; re-import the store"
+            msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored (a writer was killed while replacing it); drop it with the table's .drop({column!r}) and recompute it, or re-import the store"
             raise CyteArcError(msg)
         return node
 
@@ -649,8 +649,17 @@ class MetaData:
             )
             raise ReadOnlyStoreError(msg)
         self._refuse_staged("drop")
-        if column in ("ids", "I") or self._node(column).attrs.get("role") == "assay_membership":
+        if column not in self.columns:
+            msg = (
+                f"{self.where}: no column {column!r}; columns are {self.columns} - pass one of them"
+            )
+            raise ColumnNotFoundError(msg)
+        node = self._group.get(column)  # None: a writer killed while replacing it
+        if column in ("ids", "I") or (
+            node is not None and node.attrs.get("role") == "assay_membership"
+        ):
             msg = f"{self.where}: column {column!r} is protected and cannot be dropped"
             raise ReservedColumnError(msg)
         self._group.attrs[COLUMNS_ATTRIBUTE] = [c for c in self.columns if c != column]
-        del self._group[column]
+        if node is not None:
+            del self._group[column]

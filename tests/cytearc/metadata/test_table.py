@@ -374,3 +374,35 @@ def test_dataset_fingerprint_recomputes_from_read_ids_and_a_new_import_keeps_it(
         new.cells.fetch_series("cluster"), cells["cluster"].rename("cluster")
     )
     pd.testing.assert_series_equal(new.cells.fetch_series("when"), cells["when"].rename("when"))
+
+
+def test_staged_inserts_are_read_inside_and_written_only_on_success(tmp_path: Path) -> None:
+    """Inside staged(), inserts read back; an error discards them, a clean exit writes them."""
+    table = _table(tmp_path)
+    before = list(table.columns)
+
+    def fail_inside() -> None:
+        with table.staged():
+            table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+            np.testing.assert_array_equal(table.fetch_all("score"), np.arange(table.n_rows))
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        fail_inside()
+    assert table.columns == before
+    with table.staged():
+        table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+        with pytest.raises(CyteArcError, match="inside a staged block"):
+            table.drop("score")
+    np.testing.assert_array_equal(table.fetch_all("score"), np.arange(table.n_rows))
+
+
+def test_a_column_lost_mid_replace_can_be_dropped(tmp_path: Path) -> None:
+    """A listed column whose node a killed writer deleted names the repair, and drop removes it."""
+    table = _table(tmp_path)
+    table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+    del table._group["score"]  # what a kill between delete and create leaves
+    with pytest.raises(CyteArcError, match=r"listed .* but not stored .* \.drop\('score'\)"):
+        table.fetch_all("score")
+    table.drop("score")
+    assert "score" not in table.columns
