@@ -22,6 +22,7 @@ from cytepool.cube import (
 from cytepool.de import limma_voom, limma_voom_result, run_limma_voom
 from cytepool.errors import (
     ChainVerificationError,
+    ContrastFormatError,
     CubeDigestError,
     CubeError,
     CubeExistsError,
@@ -38,6 +39,7 @@ from cytepool.errors import (
     GroupSkippedError,
     LimmaError,
     NegativeValueError,
+    NoGroupFittedError,
     NonFiniteValueError,
     ResultExistsError,
     ResultFormatError,
@@ -52,6 +54,7 @@ __all__ = [
     "FORMAT_VERSION",
     "KNOWN_LAYERS",
     "ChainVerificationError",
+    "ContrastFormatError",
     "Cube",
     "CubeDigestError",
     "CubeError",
@@ -69,6 +72,7 @@ __all__ = [
     "GroupSkippedError",
     "LimmaError",
     "NegativeValueError",
+    "NoGroupFittedError",
     "NonFiniteValueError",
     "ResultExistsError",
     "ResultFormatError",

@@ -1,10 +1,23 @@
 """The ``cytepool`` command line: inspect, verify, history, de and demo.
 
-Exit codes: 0 success; 1 a cube failed verification (a value, digest, chunk,
-metadata or provenance link differs) or a differential expression test could
-not run (a design, coefficient or group that does not fit the cube); 2 usage
-errors; 3 no cube at the path (and, for commands other than ``verify``, a
-cube that cannot be read).
+Exit codes, the same for every command:
+
+- 0: success (for ``de``: at least one group was fitted; the skipped ones are
+  reported);
+- 1: a cube was found but cannot be read or fails verification (a value,
+  digest, chunk, metadata or provenance link differs), a differential
+  expression test cannot run (a design, coefficient, contrast or group that
+  does not fit the cube, or no group left to fit), or another error of the
+  input (a bad option value, an output that exists): one line
+  ``error: <ErrorName>: <message>`` on stderr;
+- 2: usage errors (argparse);
+- 3: no cube at a path given (nothing there, or not a cube: a file, an empty
+  directory, a Zarr store of another kind).
+
+``inspect``, ``history`` and ``verify`` open the cube the same way, so they
+share codes 0, 1 and 3; ``verify`` reads every value as well. A traceback is
+printed only with ``--debug`` (before or after the command), which lets the
+error propagate.
 """
 
 from __future__ import annotations
@@ -19,19 +32,30 @@ from cytepool._versions import package_version
 from cytepool.cube.provenance import describe_provenance, verify_chain
 from cytepool.cube.reader import read_cube
 from cytepool.cube.writer import write_cube
-from cytepool.errors import CubeError, CubeNotFoundError
+from cytepool.errors import ContrastFormatError, CubeError, CubeNotFoundError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cytepool.cube.cube import Cube
+    from cytepool.de.design import ContrastLike
 
 __all__ = ["main"]
 
 EXIT_OK: Final = 0
-EXIT_MISMATCH: Final = 1
+EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
-EXIT_UNREADABLE: Final = 3
+EXIT_NO_CUBE: Final = 3
+
+_CONTRAST_EXAMPLES: Final = (
+    "expected JSON weights of design columns such as "
+    """'{"conditionstim": 1, "conditionctrl": -1}' or '[0, 1, -1]', or an R expression """
+    "such as 'conditionstim-conditionctrl'"
+)
+
+
+def _exit_code(error: BaseException) -> int:
+    return EXIT_NO_CUBE if isinstance(error, CubeNotFoundError) else EXIT_FAILURE
 
 
 def _summary(cube: Cube, path: str) -> dict[str, Any]:
@@ -86,12 +110,11 @@ def _verify(args: argparse.Namespace) -> int:
         cube = read_cube(args.path)
         fingerprint = cube.verify_fingerprint(progress=args.progress)
         chain = verify_chain(cube, [read_cube(p) for p in args.chain]) if args.chain else None
-    except CubeNotFoundError as exc:
-        _report(args, ok=False, error=exc)
-        return EXIT_UNREADABLE
     except CubeError as exc:
         _report(args, ok=False, error=exc)
-        return EXIT_MISMATCH
+        if args.debug:
+            raise
+        return _exit_code(exc)
     _report(args, ok=True, fingerprint=fingerprint, chain=chain)
     return EXIT_OK
 
@@ -109,6 +132,8 @@ def _report(args: argparse.Namespace, *, ok: bool, **fields: Any) -> None:
             print(
                 f"   provenance chain of {len(fields['chain']) - 1} operations replayed and matched"
             )
+    elif isinstance(error, CubeNotFoundError):
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
     else:
         print(f"MISMATCH {args.path}: {type(error).__name__}: {error}", file=sys.stderr)
 
@@ -139,22 +164,46 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _contrast_option(text: str | None) -> ContrastLike | None:
+    """The value of ``--contrast``: JSON weights when it starts with ``{`` or ``[``, else an R expression."""
+    if text is None or not text.lstrip().startswith(("{", "[")):
+        return text
+
+    def refuse(found: str) -> ContrastFormatError:
+        return ContrastFormatError(f"--contrast {text!r}: {_CONTRAST_EXAMPLES}; found {found}")
+
+    def number(value: object) -> bool:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        found = f"invalid JSON at line {error.lineno}, column {error.colno} ({error.msg})"
+        raise refuse(found) from error
+    if not value:
+        raise refuse(f"no weights ({text.strip()})")
+    if isinstance(value, dict):
+        for column, weight in value.items():
+            if not number(weight):
+                raise refuse(f"the weight of {column!r} is {json.dumps(weight)}, not a number")
+        return {str(k): float(v) for k, v in value.items()}
+    if all(isinstance(v, str) for v in value):
+        raise refuse(f"a list of {len(value)} expressions; cytepool de tests one contrast per run")
+    for position, weight in enumerate(value):
+        if not number(weight):
+            raise refuse(f"item {position} is {json.dumps(weight)}, not a number")
+    return [float(v) for v in value]
+
+
 def _de(args: argparse.Namespace) -> int:
     from cytepool.de import LimmaResult, LimmaResults, limma_voom  # noqa: PLC0415
-    from cytepool.errors import DesignError, GroupSkippedError, LimmaError  # noqa: PLC0415
+    from cytepool.de.persist import staged_results, write_result_files  # noqa: PLC0415
+    from cytepool.de.pseudobulk import validate_some_fitted  # noqa: PLC0415
+    from cytepool.errors import DesignError, GroupSkippedError  # noqa: PLC0415
     from cytepool.plots import save_de_figures  # noqa: PLC0415
 
+    contrast = _contrast_option(args.contrast)
     cube = read_cube(args.path)
-    try:
-        contrast = json.loads(args.contrast) if args.contrast else None
-    except json.JSONDecodeError:
-        contrast = args.contrast  # an R expression such as "groupB-groupC"
-    if isinstance(contrast, list) and all(isinstance(c, str) for c in contrast):
-        print(
-            "error: --contrast takes one contrast; run cytepool de once per contrast",
-            file=sys.stderr,
-        )
-        return EXIT_MISMATCH
     options: dict[str, Any] = {
         "design": args.design,
         "coef": args.coef,
@@ -164,29 +213,31 @@ def _de(args: argparse.Namespace) -> int:
         "normalization": args.normalization,
         "filter_by_expr": not args.no_filter,
     }
-    try:
-        if args.group:
-            labels = {str(g): g for g in cube.groups.iloc[:, 0]}
-            unknown = [g for g in args.group if g not in labels]
-            if unknown:
-                msg = f"{args.path}: --group: no group {unknown}; the cube's groups are {sorted(labels)} - pass one of them"
-                raise DesignError(msg)
-            fitted: dict[Any, LimmaResult] = {}
-            skipped: dict[Any, str] = {}
-            for g in args.group:
-                try:
-                    fitted[labels[g]] = limma_voom(cube, group=labels[g], **options)
-                except GroupSkippedError as exc:
-                    skipped[labels[g]] = str(exc)
-            results = LimmaResults(results=fitted, skipped=skipped)
-        else:
-            results = limma_voom(cube, **options)
-    except LimmaError as exc:
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_MISMATCH
+    if args.group:
+        labels = {str(g): g for g in cube.groups.iloc[:, 0]}
+        unknown = [g for g in args.group if g not in labels]
+        if unknown:
+            msg = f"{args.path}: --group: no group {unknown}; the cube's groups are {sorted(labels)} - pass one of them"
+            raise DesignError(msg)
+        fitted: dict[Any, LimmaResult] = {}
+        skipped: dict[Any, str] = {}
+        for g in args.group:
+            try:
+                fitted[labels[g]] = limma_voom(cube, group=labels[g], **options)
+            except GroupSkippedError as exc:
+                skipped[labels[g]] = exc.reason
+        results = LimmaResults(results=fitted, skipped=skipped)
+        validate_some_fitted(results, design=args.design)
+        first = next(iter(fitted.values())).settings
+        settings = {key: value for key, value in first.items() if key != "group"}
+        results = LimmaResults(results=fitted, skipped=skipped, settings=settings)
+    else:
+        results = limma_voom(cube, **options)
     out = Path(args.output)
-    results.save(out, file_format=args.format, overwrite=args.overwrite)
-    figures = [str(p) for p in save_de_figures(results, out / "figures")] if args.plots else []
+    with staged_results(out, overwrite=args.overwrite) as staging:
+        write_result_files(results, staging, file_format=args.format)
+        drawn = save_de_figures(results, staging / "figures") if args.plots else []
+    figures = [str(out / p.relative_to(staging)) for p in drawn]
     summary = {
         "cube": args.path,
         "fingerprint": cube.fingerprint,
@@ -221,14 +272,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"cytepool {package_version('cytepool')}"
     )
+    debug_help = "let errors propagate with their traceback instead of one line"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser(
-        "inspect", help="shape, tables, layers, fingerprint and provenance of a cube"
-    )
+
+    def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kwargs)
+
+    p = command("inspect", help="shape, tables, layers, fingerprint and provenance of a cube")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=_inspect)
-    p = sub.add_parser("verify", help="read every value and check it against the stored digests")
+    p = command("verify", help="read every value and check it against the stored digests")
     p.add_argument("path")
     p.add_argument(
         "--chain",
@@ -240,16 +297,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(run=_verify)
-    p = sub.add_parser("history", help="the provenance of a cube in plain words")
+    p = command("history", help="the provenance of a cube in plain words")
     p.add_argument("path")
     p.add_argument("--json", action="store_true", help="print the provenance JSON")
     p.set_defaults(run=_history)
-    p = sub.add_parser("de", help="limma-voom differential expression per group of a cube")
+    p = command("de", help="limma-voom differential expression per group of a cube")
     p.add_argument("path")
     p.add_argument(
         "--design", required=True, help='a formula on the sample table, e.g. "~ donor + condition"'
     )
-    p.add_argument("--coef", default=None, help="the design column to test (default: the last)")
+    p.add_argument(
+        "--coef",
+        default=None,
+        help="the design column to test (default: the last; (Intercept) only when named)",
+    )
     p.add_argument(
         "--contrast",
         default=None,
@@ -262,12 +323,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-filter", action="store_true", help="skip filterByExpr")
     p.add_argument("-o", "--output", required=True, help="directory for the result tables")
     p.add_argument("--format", choices=["csv", "parquet"], default="csv")
-    p.add_argument("--overwrite", action="store_true")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the whole output directory of an earlier cytepool de run",
+    )
     p.add_argument("--plots", action="store_true", help="also write volcano, MA and voom plots")
     p.add_argument("--alpha", type=float, default=0.05, help="FDR for the summary counts")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=_de)
-    p = sub.add_parser("demo", help="write a demo cube and a cube derived from it")
+    p = command("demo", help="write a demo cube and a cube derived from it")
     p.add_argument(
         "-o", "--output", default="demo", help="directory to write into (default: ./demo)"
     )
@@ -276,14 +341,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code.
+
+    Parameters
+    ----------
+    argv
+        The arguments after the program name; ``sys.argv[1:]`` when None.
+
+    Returns
+    -------
+    int
+        The exit code (see the module docstring).
+
+    Raises
+    ------
+    SystemExit
+        For usage errors, ``--help`` and ``--version`` (argparse).
+    ValueError, OSError, KeyError
+        Only with ``--debug``: the error that stopped the command.
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
-    except CubeError as exc:
+    except (ValueError, OSError, KeyError) as exc:
+        if args.debug:
+            raise
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_UNREADABLE
+        return _exit_code(exc)
     return code
 
 

@@ -10,8 +10,14 @@ was expected, what was found and what to do.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Mapping
+
 __all__ = [
     "ChainVerificationError",
+    "ContrastFormatError",
     "CubeDigestError",
     "CubeError",
     "CubeExistsError",
@@ -28,6 +34,7 @@ __all__ = [
     "GroupSkippedError",
     "LimmaError",
     "NegativeValueError",
+    "NoGroupFittedError",
     "NonFiniteValueError",
     "ResultExistsError",
     "ResultFormatError",
@@ -104,7 +111,36 @@ class DesignError(LimmaError):
 
 
 class GroupSkippedError(LimmaError):
-    """A cube group has too few usable samples to fit its design; the message says why."""
+    """A cube group has too few usable samples to fit its design; the message says why.
+
+    Attributes
+    ----------
+    reason
+        Why, without the group's name (as :attr:`LimmaResults.skipped
+        <cytepool.de.LimmaResults.skipped>` records it); the message if not given.
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason: str = message if reason is None else reason
+
+
+class NoGroupFittedError(GroupSkippedError):
+    """No group of a cube could be fitted; the message lists each group and why it was skipped.
+
+    Attributes
+    ----------
+    skipped
+        Group label to the reason it was skipped, in cube group order.
+    """
+
+    def __init__(self, message: str, *, skipped: Mapping[Hashable, str] | None = None) -> None:
+        super().__init__(message)
+        self.skipped: dict[Hashable, str] = dict(skipped or {})
+
+
+class ContrastFormatError(DesignError):
+    """A contrast written as JSON weights (``cytepool de --contrast``) does not parse or is not weights."""
 
 
 class ResultMismatchError(LimmaError):

@@ -76,10 +76,12 @@ def read_cube(path: str | Path) -> Cube:
     Raises
     ------
     CubeNotFoundError
-        Nothing is at ``path``.
+        Nothing at ``path`` claims to be a cube: no ``zarr.json``, or one of a
+        Zarr array or of a group without the attribute ``format`` =
+        ``"cytepool.cube"`` (another kind of Zarr store).
     CubeFormatError, CubeMetadataError
-        The file is not a cube of format version 1, or a known attribute or an
-        array's metadata is missing or wrong.
+        The root ``zarr.json`` cannot be read, the cube is not of format
+        version 1, or a known attribute or an array's metadata is missing or wrong.
     CubeDigestError
         A table, the cell numbers or the normalization differ from their
         digest (at open), or a layer group differs from its digest (at read).
@@ -152,16 +154,19 @@ def _open_group(path: Path) -> zarr.Group:
         msg = f"{path}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
         raise CubeFormatError(msg) from exc
     if not isinstance(node, zarr.Group):
-        msg = f"{path}: expected a Zarr v3 group, found an array"
-        raise CubeFormatError(msg)
+        msg = f"{path}: no cube here (zarr.json is a Zarr array, not a group); check the path"
+        raise CubeNotFoundError(msg)
     return node
 
 
 def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
     attrs = dict(root.attrs)
     if attrs.get("format") != FORMAT:
-        msg = f"{where}: attribute 'format': expected {FORMAT!r}, found {attrs.get('format')!r}; this is not a cube file"
-        raise CubeFormatError(msg)
+        msg = (
+            f"{where}: no cube here (zarr.json is a Zarr group whose attribute 'format' is "
+            f"{attrs.get('format')!r}, not {FORMAT!r}); check the path"
+        )
+        raise CubeNotFoundError(msg)
     if attrs.get("format_version") != FORMAT_VERSION or isinstance(
         attrs.get("format_version"), bool
     ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,8 @@ def write_cube(
     ------
     CubeExistsError
         ``path`` exists and ``overwrite`` is False, or it is not a cube.
+    CubeValueError
+        ``path`` is a URL (``s3://...``): cubes are written to local paths.
     FingerprintMismatchError
         The cube's values differ from digests it already claimed (a damaged
         source file); nothing is written.
@@ -124,6 +127,9 @@ def write_cube(
     ...     read_cube(path).fingerprint == cube.fingerprint
     True
     """
+    if isinstance(path, str) and re.match(r"^[A-Za-z][A-Za-z0-9+.\-]+://", path):
+        msg = f"{path}: a URL, where write_cube writes a local path; write the cube to a local path and upload the folder"
+        raise CubeValueError(msg)
     target = Path(path)
     codec = compressor(compression, error=CubeValueError)
     if not target.parent.is_dir():

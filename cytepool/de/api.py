@@ -475,6 +475,9 @@ def run_limma_voom(
         The design column to test, by name or 0-based position; the last
         column by default. With ``"~ condition + donor"`` pass
         ``coef="conditionstim"``, or write ``"~ donor + condition"``.
+        ``(Intercept)`` is tested only when named (``coef="(Intercept)"``):
+        with ``"~ 1"`` and no ``coef`` a :class:`~cytepool.errors.DesignError`
+        is raised.
     contrast
         Instead of ``coef``, a contrast of the design columns: an R expression
         as ``limma::makeContrasts`` takes it (``"groupB-groupC"``,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import pandas as pd
 
-from cytepool.de.contrasts import parse_contrast
+from cytepool.de.contrasts import INTERCEPT, parse_contrast
 from cytepool.errors import DesignError
 
 if TYPE_CHECKING:
@@ -284,22 +284,38 @@ def _contrast_name(terms: Sequence[tuple[str, float]]) -> str:
 
 
 def _resolve_coef(columns: list[str], coef: object) -> Comparison:
-    if coef is None:
-        return Comparison(name=columns[-1], coef=len(columns) - 1, contrast=None)
     if isinstance(coef, str):
         if coef not in columns:
             msg = f"coef {coef!r} is not a design column; the columns are {columns}"
             raise DesignError(msg)
         return Comparison(name=coef, coef=columns.index(coef), contrast=None)
-    if isinstance(coef, bool) or not isinstance(coef, numbers.Integral):
+    if coef is None:
+        position = len(columns) - 1
+    elif isinstance(coef, bool) or not isinstance(coef, numbers.Integral):
         msg = f"coef must be a column name or a 0-based position, found {coef!r}"
         raise DesignError(msg)
-    position = int(coef)
+    else:
+        position = int(coef)
     if not -len(columns) <= position < len(columns):
         msg = f"coef position {position} is outside the {len(columns)} design columns {columns}"
         raise DesignError(msg)
     position %= len(columns)
+    if columns[position] == INTERCEPT:
+        msg = (
+            f"coef: the coefficient to test would be {INTERCEPT!r}, which tests whether mean "
+            "log-expression is zero, not a difference between samples; the design's columns are "
+            f"{columns}. Name the coefficient to test (coef='...', --coef NAME on the command "
+            f"line; coef={INTERCEPT!r} to test the intercept on purpose) or pass a contrast"
+        )
+        raise DesignError(msg)
     return Comparison(name=columns[position], coef=position, contrast=None)
+
+
+def _weight(value: object, *, column: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        msg = f"contrast weight of {column!r}: expected a number, found {value!r}; give each design column a number"
+        raise DesignError(msg)
+    return float(value)
 
 
 def _resolve_contrast(columns: list[str], contrast: object) -> Comparison:
@@ -321,7 +337,7 @@ def _resolve_contrast(columns: list[str], contrast: object) -> Comparison:
                 f"contrast names {unknown}, which are not design columns; the columns are {columns}"
             )
             raise DesignError(msg)
-        weights = np.array([float(contrast.get(c, 0.0)) for c in columns])
+        weights = np.array([_weight(contrast.get(c, 0.0), column=c) for c in columns])
         terms = [(str(k), float(v)) for k, v in contrast.items()]
     else:
         try:
@@ -372,7 +388,8 @@ def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> C
         The design column names, in order.
     coef
         A column name or a 0-based position (negative counts from the end);
-        the last column when both ``coef`` and ``contrast`` are None.
+        the last column when both ``coef`` and ``contrast`` are None. The
+        column ``(Intercept)`` is tested only when given by name.
     contrast
         An R expression over the column names (``"groupB-groupC"``,
         ``"(groupA+groupB)/2-groupC"``; see :func:`~cytepool.de.contrasts.parse_contrast`),
@@ -386,8 +403,9 @@ def resolve_test(columns: Sequence[str], *, coef: object, contrast: object) -> C
     ------
     DesignError
         When both ``coef`` and ``contrast`` are given, the column or position
-        is not in the design, or the contrast does not parse, names columns
-        the design lacks or has weights that are all zero or not finite.
+        is not in the design, the default or the position is ``(Intercept)``,
+        or the contrast does not parse, names columns the design lacks or has
+        weights that are not numbers, all zero or not finite.
 
     Examples
     --------

@@ -20,11 +20,14 @@ first column) and the metadata in the sidecar ``path + ".json"``. Parquet: the
 metadata is the value of the schema key ``cytepool.de`` (needs pyarrow). A
 directory of :class:`LimmaResults` holds ``results.json`` (format
 ``cytepool.de.limma_results``, the file of each group and the skipped groups
-with their reasons) and one file per group, ``group-0000.parquet`` and so on.
+with their reasons) and one file per group, ``group-0000.parquet`` and so on;
+it is published whole (written to a hidden sibling, then renamed into place),
+and only a directory with such a ``results.json`` is ever replaced.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -33,20 +36,24 @@ import numpy as np
 import pandas as pd
 
 from cytepool._versions import package_version
+from cytepool.cube.atomic import fsync_tree, publish, staging
 from cytepool.de.result import CubeSource, EBayesPrior, LimmaResult, LimmaResults
 from cytepool.de.toptable import TOP_TABLE_COLUMNS
 from cytepool.errors import LimmaError, ResultExistsError, ResultFormatError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from os import PathLike
 
 __all__ = [
     "from_metadata",
     "read_result",
     "read_results",
+    "staged_results",
     "to_metadata",
     "write_csv",
     "write_parquet",
+    "write_result_files",
     "write_results",
 ]
 
@@ -325,45 +332,108 @@ def read_result(path: str | PathLike[str]) -> LimmaResult:
     return _read_csv(source)
 
 
-def write_results(
-    results: LimmaResults, directory: str | PathLike[str], *, file_format: str, overwrite: bool
+def _parse_file_format(file_format: object) -> str:
+    if file_format not in {"parquet", "csv"}:
+        msg = f"file_format: expected 'parquet' or 'csv', found {file_format!r}; pass one of them"
+        raise LimmaError(msg)
+    if file_format == "parquet":
+        _pyarrow()
+    return str(file_format)
+
+
+def _is_results_directory(root: Path) -> bool:
+    """Whether ``root`` holds a ``results.json`` manifest that this module wrote."""
+    try:
+        document = json.loads((root / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(document, dict) and document.get("format") == RESULTS_FORMAT
+
+
+def _validate_target(root: Path, *, overwrite: bool) -> bool:
+    """Whether publishing at ``root`` replaces something; raise if it may not."""
+    if not root.exists() and not root.is_symlink():
+        return False
+    if root.is_dir() and _is_results_directory(root):
+        if not overwrite:
+            msg = f"{root}: expected a directory without limma results, found results.json; pass overwrite=True to replace them or choose another directory"
+            raise ResultExistsError(msg)
+        return True
+    if root.is_dir() and not any(root.iterdir()):
+        return True
+    kind = "directory" if root.is_dir() else "file"
+    msg = (
+        f"{root}: expected a directory of limma results written by cytepool (with a results.json "
+        f"of format {RESULTS_FORMAT!r}) or none, found a {kind} without one; nothing was "
+        "replaced - choose another directory or remove it"
+    )
+    raise ResultExistsError(msg)
+
+
+@contextlib.contextmanager
+def staged_results(directory: str | PathLike[str], *, overwrite: bool) -> Iterator[Path]:
+    """Yield an empty hidden sibling of ``directory`` to write into, then publish it as ``directory``.
+
+    When the block succeeds, the sibling is flushed to disk and renamed into
+    place; an earlier result directory is swapped out atomically and only
+    then deleted. When it fails, the sibling is removed and ``directory`` is
+    left as it was.
+
+    Parameters
+    ----------
+    directory
+        The result directory; its parents are created if needed. It may
+        exist as an empty directory, or, with ``overwrite``, as a directory
+        of results written by this module.
+    overwrite
+        Replace a directory of results.
+
+    Yields
+    ------
+    pathlib.Path
+        The directory to write the results (and anything that belongs with them) into.
+
+    Raises
+    ------
+    ResultExistsError
+        When ``directory`` holds results and ``overwrite`` is False, or holds
+        anything else (a file, a directory without a cytepool ``results.json``).
+    """
+    root = Path(directory)
+    replace = _validate_target(root, overwrite=overwrite)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with staging(root) as tmp:
+        tmp.mkdir()
+        yield tmp
+        fsync_tree(tmp)
+        publish(tmp, root, replace=replace, exists_error=ResultExistsError)
+
+
+def write_result_files(
+    results: LimmaResults, directory: str | PathLike[str], *, file_format: str
 ) -> None:
-    """Write every result of ``results`` and the ``results.json`` manifest to ``directory``.
+    """Write every result of ``results`` and the ``results.json`` manifest into ``directory``.
 
     Parameters
     ----------
     results
         The results to write.
     directory
-        Created if needed.
+        An existing directory (the one :func:`staged_results` yields).
     file_format
         ``"parquet"`` or ``"csv"``.
-    overwrite
-        Replace results already in ``directory``.
 
     Raises
     ------
     LimmaError
         When ``file_format`` is neither ``"parquet"`` nor ``"csv"``.
-    ResultExistsError
-        When ``directory`` holds results and ``overwrite`` is False (a
-        :class:`FileExistsError`).
     ImportError
         For Parquet when pyarrow is not installed.
     ResultFormatError
         When a group or gene label cannot be saved.
     """
-    if file_format not in {"parquet", "csv"}:
-        msg = f"file_format: expected 'parquet' or 'csv', found {file_format!r}; pass one of them"
-        raise LimmaError(msg)
+    file_format = _parse_file_format(file_format)
     root = Path(directory)
-    manifest = root / "results.json"
-    if manifest.exists() and not overwrite:
-        msg = f"{root}: expected a directory without limma results, found {manifest.name}; pass overwrite=True to replace them or choose another directory"
-        raise ResultExistsError(msg)
-    if file_format == "parquet":
-        _pyarrow()
-    root.mkdir(parents=True, exist_ok=True)
     entries = []
     for position, (group, result) in enumerate(results.items()):
         name = f"group-{position:04d}.{file_format}"
@@ -378,7 +448,44 @@ def write_results(
         "groups": entries,
         "skipped": skipped,
     }
-    manifest.write_text(json.dumps(document, indent=1), encoding="utf-8")
+    (root / "results.json").write_text(json.dumps(document, indent=1), encoding="utf-8")
+
+
+def write_results(
+    results: LimmaResults, directory: str | PathLike[str], *, file_format: str, overwrite: bool
+) -> None:
+    """Write every result of ``results`` and the ``results.json`` manifest to ``directory``, atomically.
+
+    The files are written into a hidden sibling that replaces ``directory``
+    when complete (:func:`staged_results`): ``directory`` then holds these
+    results and nothing else, and a failure leaves it as it was.
+
+    Parameters
+    ----------
+    results
+        The results to write.
+    directory
+        Created if needed; may be an empty directory.
+    file_format
+        ``"parquet"`` or ``"csv"``.
+    overwrite
+        Replace a directory of results written earlier.
+
+    Raises
+    ------
+    LimmaError
+        When ``file_format`` is neither ``"parquet"`` nor ``"csv"``.
+    ResultExistsError
+        When ``directory`` holds results and ``overwrite`` is False, or holds
+        anything other than results written by cytepool (a :class:`FileExistsError`).
+    ImportError
+        For Parquet when pyarrow is not installed.
+    ResultFormatError
+        When a group or gene label cannot be saved.
+    """
+    file_format = _parse_file_format(file_format)
+    with staged_results(directory, overwrite=overwrite) as tmp:
+        write_result_files(results, tmp, file_format=file_format)
 
 
 def read_results(directory: str | PathLike[str]) -> LimmaResults:

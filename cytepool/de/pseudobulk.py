@@ -22,7 +22,7 @@ from cytepool.compute import compute
 from cytepool.de.api import base_settings, comparison_settings, fit_limma_voom, parse_normalization
 from cytepool.de.design import design_matrix, is_contrast_list, resolve_tests
 from cytepool.de.result import CubeSource, LimmaResult, LimmaResults
-from cytepool.errors import DesignError, GroupSkippedError, LimmaError
+from cytepool.errors import DesignError, GroupSkippedError, LimmaError, NoGroupFittedError
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from cytepool.de.api import Normalization
     from cytepool.de.design import Comparison, ContrastLike, ContrastList, DesignLike
 
-__all__ = ["limma_voom"]
+__all__ = ["limma_voom", "validate_some_fitted"]
 
 
 def _parse_threshold(value: object, *, name: str) -> float:
@@ -130,6 +130,39 @@ def _fit_group(
         results = [reason(error)] * len(fitted)
     answers = iter(results)
     return [next(answers) if r is None else r for r in reasons]
+
+
+def validate_some_fitted(
+    results: LimmaResults, *, design: DesignLike, contrast: str | None = None
+) -> None:
+    """Raise when ``results`` holds no fitted group: every group was skipped.
+
+    Parameters
+    ----------
+    results
+        The results of the groups of a cube.
+    design
+        The design they were fitted with, for the message.
+    contrast
+        The contrast's name, when it is one of a list.
+
+    Raises
+    ------
+    NoGroupFittedError
+        When ``results`` is empty; the message lists each skipped group and
+        its reason, and :attr:`~cytepool.errors.NoGroupFittedError.skipped` holds them.
+    """
+    if len(results) > 0:
+        return
+    described = repr(design) if isinstance(design, str) else "the given design matrix"
+    tested = "" if contrast is None else f" for contrast {contrast!r}"
+    reasons = "; ".join(f"{group!r}: {reason}" for group, reason in results.skipped.items())
+    msg = (
+        f"no group of the cube could be fitted with design {described}{tested}: "
+        f"{reasons or 'the cube has no groups'}. Change the design, or lower min_cells and "
+        "min_counts if too few samples were left"
+    )
+    raise NoGroupFittedError(msg, skipped=results.skipped)
 
 
 def _label(value: object) -> Hashable:
@@ -244,7 +277,7 @@ def limma_voom(
     -------
     LimmaResult, LimmaResults or dict
         For one group, its result; for every group, a mapping of group label
-        to result, with the groups that could not be fitted (too few samples
+        to result (at least one), with the groups that could not be fitted (too few samples
         left, a factor with one level, no residual degrees of freedom, a
         contrast column that the group's design lacks, ...) and their reasons
         in ``.skipped``. Each result records the cube's fingerprint, digests
@@ -257,6 +290,10 @@ def limma_voom(
     GroupSkippedError
         When the one ``group`` asked for cannot be fitted (for one contrast of
         a list: any of them); the message says why.
+    NoGroupFittedError
+        When ``group`` is None and no group can be fitted (for a list of
+        contrasts: no group for one of them); the message lists each group
+        and why it was skipped.
     DesignError
         When the design, coefficient or contrast does not fit the cube's
         samples, or ``group`` is not in the cube.
@@ -334,7 +371,7 @@ def limma_voom(
             if isinstance(outcome, str):
                 tested = f" for contrast {test.name!r}" if several else ""
                 msg = f"group {group!r} cannot be fitted{tested}: {outcome}"
-                raise GroupSkippedError(msg)
+                raise GroupSkippedError(msg, reason=outcome)
             one[test.name] = outcome
         return one if several else one[tests[0].name]
     fit = delayed(_fit_group, pure=False)
@@ -358,5 +395,8 @@ def limma_voom(
             results=results,
             skipped=skipped,
             settings={**settings, "test": comparison_settings(test, columns)},
+        )
+        validate_some_fitted(
+            every[test.name], design=design, contrast=test.name if several else None
         )
     return every if several else every[tests[0].name]

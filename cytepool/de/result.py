@@ -454,20 +454,26 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
     ) -> None:
         """Write every result and a ``results.json`` manifest (with the skipped groups) to ``directory``.
 
+        The directory is written beside its target and renamed into place when
+        complete: it then holds these results only, and a failed save leaves
+        an earlier one as it was.
+
         Parameters
         ----------
         directory
-            Created if needed.
+            Created if needed; may be an empty directory.
         file_format
             ``"parquet"`` (needs pyarrow) or ``"csv"``, one file per group.
         overwrite
-            Replace results already in ``directory``.
+            Replace the whole directory of results saved earlier (only a
+            directory with a cytepool ``results.json`` is ever replaced).
 
         Raises
         ------
         ResultExistsError
-            When ``directory`` holds results and ``overwrite`` is False (a
-            :class:`FileExistsError`).
+            When ``directory`` holds results and ``overwrite`` is False, or
+            holds anything else, such as files without a cytepool
+            ``results.json`` (a :class:`FileExistsError`).
         LimmaError
             For another ``file_format``.
         ResultFormatError

@@ -1,4 +1,4 @@
-"""The cytepool command line: inspect, verify, history, demo; JSON output and exit codes."""
+"""The cytepool command line: inspect, verify, history, demo; JSON output, exit codes and --debug."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+import zarr
 
 from cytepool import read_cube, write_cube
 from cytepool.cli import main
@@ -57,6 +58,81 @@ def test_verify_exit_codes(tmp_path: Path, cube: Cube, capsys: pytest.CaptureFix
     assert report["error"]["type"] == "FingerprintMismatchError"
     assert "layer 'counts', group 2" in report["error"]["message"]
     assert main(["verify", str(tmp_path / "nothing.cube.zarr")]) == 3
+
+
+def _no_cube(kind: str, path: Path) -> Path:
+    """Something at ``path`` that is not a cube."""
+    if kind == "file":
+        path.write_text("not a cube\n", encoding="utf-8")
+    elif kind == "empty-directory":
+        path.mkdir()
+    elif kind == "zarr-group":
+        zarr.create_group(store=str(path), zarr_format=3, attributes={"title": "other data"})
+    elif kind == "zarr-array":
+        zarr.create_array(store=str(path), shape=(3,), dtype="int8", zarr_format=3)
+    return path
+
+
+def _damaged(cube: Cube, path: Path) -> Path:
+    """A cube whose cell numbers no longer match their digest (found when it is opened)."""
+    write_cube(cube, path)
+    n_cells = zarr.open_array(path / "n_cells", mode="r+")
+    n_cells[0, 0] = int(n_cells[0, 0]) + 1
+    return path
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "history"])
+@pytest.mark.parametrize("kind", ["missing", "file", "empty-directory", "zarr-group", "zarr-array"])
+def test_no_cube_at_the_path_exits_3(
+    tmp_path: Path, command: str, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify, inspect and history exit 3 when nothing at the path is a cube, naming the path."""
+    path = _no_cube(kind, tmp_path / "x.cube.zarr")
+    assert main([command, str(path)]) == 3
+    err = capsys.readouterr().err
+    assert "CubeNotFoundError" in err
+    assert f"{path}: no cube here" in err
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "history"])
+def test_a_damaged_cube_exits_1_and_a_sound_one_0(
+    tmp_path: Path, cube: Cube, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify, inspect and history exit 0 on a sound cube and 1 naming the damage of a damaged one."""
+    sound = write_cube(cube, tmp_path / "a.cube.zarr")
+    assert main([command, str(sound)]) == 0
+    capsys.readouterr()
+    damaged = _damaged(cube, tmp_path / "b.cube.zarr")
+    assert main([command, str(damaged)]) == 1
+    err = capsys.readouterr().err
+    assert f"CubeDigestError: {damaged}: n_cells: values give sha256:" in err
+
+
+def test_verify_json_reports_no_cube(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`verify --json` exits 3 on a Zarr group that is not a cube and says so in its report."""
+    path = _no_cube("zarr-group", tmp_path / "x.zarr")
+    assert main(["verify", str(path), "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert report["error"]["type"] == "CubeNotFoundError"
+
+
+def test_user_errors_print_one_line_and_debug_reraises(
+    tmp_path: Path, cube: Cube, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An OSError from user input is `error: ...` with exit 1; with --debug it propagates."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    args = ["demo", "-o", str(blocker / "out")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: NotADirectoryError: ")
+    assert str(blocker) in err
+    assert len(err.strip().splitlines()) == 1
+    with pytest.raises(OSError, match=str(blocker)):
+        main([*args, "--debug"])
+    with pytest.raises(OSError, match=str(blocker)):
+        main(["--debug", *args])
 
 
 def test_verify_chain_and_history(

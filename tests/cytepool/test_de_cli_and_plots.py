@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from cytepool import limma_voom, write_cube
+from cytepool import Cube, limma_voom, write_cube
 from cytepool.cli import main
 from cytepool.cube.demo import demo_cube
 from cytepool.de import LimmaResult, LimmaResults
-from cytepool.errors import ResultFormatError
+from cytepool.errors import ContrastFormatError, ResultFormatError
 from cytepool.plots import ma_plot, volcano, voom_trend
 
 if TYPE_CHECKING:
@@ -67,6 +67,139 @@ def test_cli_de_one_group_and_errors(
     assert "batch" in capsys.readouterr().err
     missing = ["de", str(tmp_path / "none.cube.zarr"), "--design", DESIGN, "-o", str(tmp_path)]
     assert main(missing) == 3
+
+
+def _write_variant(
+    path: Path, *, batch_as_donor: bool = False, empty_group: int | None = None
+) -> Path:
+    """The demo cube with a sample column ``batch`` repeating ``donor``, or one group without cells."""
+    cube = demo_cube(n_features=300)
+    samples = cube.samples
+    if batch_as_donor:
+        samples = samples.assign(batch=samples["donor"].str.replace("D", "B"))
+    n_cells = cube.n_cells
+    assert n_cells is not None
+    if empty_group is not None:
+        n_cells = n_cells.copy()
+        n_cells[:, empty_group] = 0
+    variant = Cube(
+        samples=samples,
+        groups=cube.groups,
+        features=cube.features,
+        layers={"counts": np.asarray(cube.layers["counts"])},
+        n_cells=n_cells,
+        source={"tool": "tests"},
+    )
+    return write_cube(variant, path)
+
+
+def test_cli_de_exits_1_when_no_group_is_fitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rank-deficient design in every group exits 1 naming each group and why; nothing is written."""
+    path = _write_variant(tmp_path / "batch.cube.zarr", batch_as_donor=True)
+    out = tmp_path / "out"
+    args = ["de", str(path), "--design", "~ donor + batch + condition", "--min-counts", "100"]
+    for extra in ([], ["--group", "B", "--group", "NK"]):
+        assert main([*args, *extra, "-o", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(
+            "error: NoGroupFittedError: no group of the cube could be fitted with design "
+            "'~ donor + batch + condition': "
+        )
+        groups = ["B", "NK"] if extra else ["CD4 T", "CD8 T", "B", "NK"]
+        for group in groups:
+            assert f"'{group}': 6 of 6 samples left" in err
+        assert err.count("rank") == len(groups)
+        assert not out.exists()
+
+
+def test_cli_de_exits_0_when_some_groups_are_fitted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group without usable samples is reported as skipped while the others are tested: exit 0."""
+    path = _write_variant(tmp_path / "empty.cube.zarr", empty_group=0)
+    out = tmp_path / "out"
+    args = ["de", str(path), "--design", DESIGN, "--min-counts", "100", "-o", str(out), "--json"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert list(summary["groups"]) == ["CD8 T", "B", "NK"]
+    assert list(summary["skipped"]) == ["CD4 T"]
+    assert summary["skipped"]["CD4 T"].startswith("0 of 6 samples left")
+    assert LimmaResults.read(out).skipped == {"CD4 T": summary["skipped"]["CD4 T"]}
+
+
+def test_cli_de_refuses_to_test_the_intercept_by_default(
+    cube_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--design "~ 1"` without --coef exits 1 naming the design's columns; --coef "(Intercept)" tests it."""
+    base = ["de", str(cube_path), "--design", "~ 1", "--min-counts", "100", "--group", "B", "-o"]
+    assert main([*base, str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err
+    assert "error: DesignError: coef: the coefficient to test would be '(Intercept)'" in err
+    assert "the design's columns are ['(Intercept)']" in err
+    assert "--coef NAME" in err
+    assert not (tmp_path / "a").exists()
+    assert main([*base, str(tmp_path / "b"), "--coef", "(Intercept)"]) == 0
+
+
+def test_cli_de_overwrite_replaces_the_whole_output(
+    cube_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--overwrite leaves only the new run's tables; a folder that is not a result folder is refused."""
+    out = tmp_path / "out"
+    base = ["de", str(cube_path), "--min-counts", "100", "-o", str(out)]
+    assert main([*base, "--design", DESIGN]) == 0
+    assert main([*base, "--design", DESIGN]) == 1
+    assert "pass overwrite=True" in capsys.readouterr().err
+    assert main([*base, "--design", "~ condition", "--group", "NK", "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [
+        "group-0000.csv",
+        "group-0000.csv.json",
+        "results.json",
+    ]
+    saved = LimmaResults.read(out)
+    assert list(saved) == ["NK"]
+    assert saved.settings["design"] == "~ condition"
+    assert list(tmp_path.glob(".out.tmp-*")) == []
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "draft.txt").write_text("mine\n")
+    capsys.readouterr()
+    args = ["de", str(cube_path), "--design", DESIGN, "--min-counts", "100", "-o", str(notes)]
+    assert main([*args, "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: ResultExistsError: {notes}: expected a directory of limma results" in err
+    assert sorted(p.name for p in notes.iterdir()) == ["draft.txt"]
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ('{"conditionstim": 1', "invalid JSON at line 1, column 20 (Expecting ',' delimiter)"),
+        ('{"conditionstim": "x"}', "the weight of 'conditionstim' is \"x\", not a number"),
+        ('[1, "a"]', 'item 1 is "a", not a number'),
+        ("{}", "no weights ({})"),
+        (
+            '["conditionstim", "conditionctrl"]',
+            "a list of 2 expressions; cytepool de tests one contrast per run",
+        ),
+    ],
+)
+def test_cli_de_bad_contrast_json_is_one_named_error(
+    cube_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, found: str
+) -> None:
+    """--contrast with bad JSON exits 1 with a ContrastFormatError naming the option, the place and an example."""
+    args = ["de", str(cube_path), "--design", "~ 0 + condition", "--contrast", value]
+    assert main([*args, "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: ContrastFormatError: --contrast {value!r}: expected JSON weights of design "
+        f"columns such as '{{\"conditionstim\": 1, \"conditionctrl\": -1}}' or '[0, 1, -1]', or an R "
+        f"expression such as 'conditionstim-conditionctrl'; found {found}\n"
+    )
+    with pytest.raises(ContrastFormatError):
+        main([*args, "-o", str(tmp_path / "out"), "--debug"])
 
 
 def test_plots_draw_the_result(result: LimmaResult) -> None:

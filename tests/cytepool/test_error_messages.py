@@ -21,6 +21,7 @@ import pytest
 import zarr
 
 from cytepool import Cube, errors, limma_voom, read_cube, verify_chain, write_cube
+from cytepool.cli import main
 from cytepool.compute import compute
 from cytepool.cube.demo import demo_cube
 from cytepool.de import LimmaResult, LimmaResults
@@ -260,6 +261,33 @@ def _group_skipped(given: Fixture) -> object:
     n_cells[[1, 3], 0] = 1
     few_stim = _with(given.cube, n_cells=n_cells)
     return limma_voom(few_stim, design="~ condition", group=FIRST_GROUP, min_cells=10)
+
+
+@case(
+    errors.NoGroupFittedError,
+    r"no group of the cube could be fitted with design '~ donor \* condition': "
+    + "; ".join(
+        f"'{group}': 4 of 4 samples left \\(D1-ctrl, D1-stim, D2-ctrl, D2-stim\\): design has 4 "
+        "coefficients for 4 samples: no residual degrees of freedom; limma needs more samples "
+        "than coefficients"
+        for group in ("CD4 T", "CD8 T", "B", "NK")
+    )
+    + r"\. Change the design, or lower min_cells and min_counts if too few samples were left",
+)
+def _no_group_fitted(given: Fixture) -> object:
+    return limma_voom(given.cube, design="~ donor * condition", min_cells=0, min_counts=0)
+
+
+@case(
+    errors.ContrastFormatError,
+    r"--contrast '\{\"conditionstim\": 1,\}': expected JSON weights of design columns such as "
+    r"'\{\"conditionstim\": 1, \"conditionctrl\": -1\}' or '\[0, 1, -1\]', or an R expression such as "
+    r"'conditionstim-conditionctrl'; found invalid JSON at line 1, column 21 \(Expecting property "
+    r"name enclosed in double quotes\)",
+)
+def _contrast_format(given: Fixture) -> object:
+    options = ["--design", "~ 0 + condition", "--contrast", '{"conditionstim": 1,}']
+    return main(["de", str(given.path), *options, "-o", str(given.directory / "de"), "--debug"])
 
 
 @case(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -18,8 +21,14 @@ import pytest
 from zarr.storage import LocalStore
 
 from cytepool.cube import Cube, read_cube, write_cube
-from cytepool.errors import CubeExistsError, CubeNotFoundError, NonFiniteValueError
-from cytepool.testing import tree_snapshot
+from cytepool.cube.atomic import hidden_sibling
+from cytepool.errors import (
+    CubeExistsError,
+    CubeNotFoundError,
+    CubeValueError,
+    NonFiniteValueError,
+)
+from cytepool.testing import example_cube, tree_snapshot
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -111,9 +120,53 @@ def test_sigkilled_writer_leaves_no_target_and_next_write_succeeds(tmp_path: Pat
     assert not target.is_symlink()
     with pytest.raises(CubeNotFoundError):
         read_cube(target)
+    assert _hidden_siblings(target), "the killed writer left no hidden sibling to reclaim"
     small = _small_cube()
     write_cube(small, target)
     assert read_cube(target).verify_fingerprint() == small.fingerprint
+    assert _hidden_siblings(target) == []
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def _owner(sibling: Path, target: Path) -> tuple[str, str]:
+    """The writer pid and host written in the name of a hidden sibling of ``target``."""
+    pid, _, rest = sibling.name.removeprefix(f".{target.name}.tmp-").partition("-")
+    return pid, rest.rsplit("-", 1)[0]
+
+
+def _owned_by(sibling: Path, target: Path, *, pid: int, host: str | None = None) -> Path:
+    """``sibling`` renamed as if written by ``pid`` (on ``host``)."""
+    _, old_host = _owner(sibling, target)
+    token = sibling.name.rsplit("-", 1)[1]
+    return sibling.with_name(f".{target.name}.tmp-{pid}-{host or old_host}-{token}")
+
+
+def test_a_write_reclaims_siblings_of_dead_writers_on_this_host_only(tmp_path: Path) -> None:
+    """A write removes its target's hidden siblings whose writer died on this host, and no others."""
+    target = tmp_path / "c.cube.zarr"
+    live = hidden_sibling(target)
+    pid, host = _owner(live, target)
+    assert pid == str(os.getpid())
+    hostname = socket.gethostname()
+    assert host == hostname or not re.fullmatch(r"[A-Za-z0-9.-]+", hostname)
+    dead_pid = _dead_pid()
+    dead = _owned_by(live, target, pid=dead_pid)
+    elsewhere = _owned_by(live, target, pid=dead_pid, host="another-host.example")
+    unowned = tmp_path / f".{target.name}.tmp-{'0' * 32}"
+    other = tmp_path / "d.cube.zarr"
+    other_target = _owned_by(hidden_sibling(other), other, pid=dead_pid)
+    for path in (live, dead, elsewhere, unowned, other_target):
+        (path / "layers").mkdir(parents=True)
+        (path / "zarr.json").write_text("{}", encoding="utf-8")
+    write_cube(_small_cube(), target)
+    assert not dead.exists()
+    assert sorted(tmp_path.iterdir()) == sorted([target, live, elsewhere, unowned, other_target])
 
 
 # -- (b) overwrite rules ------------------------------------------------------------
@@ -250,3 +303,16 @@ def test_failed_write_with_chunk_writes_in_flight_leaves_no_hidden_sibling(
         assert read_cube(target).verify_fingerprint() == old.fingerprint
     else:
         assert not target.exists()
+
+
+@pytest.mark.parametrize("url", ["s3://bucket/x.cube.zarr", "gs://b/x.cube.zarr", "file:///tmp/x"])
+def test_a_url_is_refused_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    """A URL where a local path is expected is refused, not written as ./s3:/bucket/..."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s3:").mkdir()  # even when a local folder of the scheme's name exists
+    (tmp_path / "s3:" / "bucket").mkdir()
+    with pytest.raises(CubeValueError, match="a URL, where write_cube writes a local path"):
+        write_cube(example_cube(), url)
+    assert [p.name for p in (tmp_path / "s3:" / "bucket").iterdir()] == []

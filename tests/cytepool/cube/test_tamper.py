@@ -23,6 +23,7 @@ from cytepool.errors import (
     CubeError,
     CubeFormatError,
     CubeMetadataError,
+    CubeNotFoundError,
     CubeReadError,
 )
 from cytepool.testing import tree_snapshot
@@ -382,7 +383,7 @@ def _set_attr(key: str, value: object) -> Callable[[dict[str, Any]], object]:
 @pytest.mark.parametrize(
     ("edit", "error"),
     [
-        pytest.param(_set_attr("format", "anndata"), CubeFormatError, id="format"),
+        pytest.param(_set_attr("format", "anndata"), CubeNotFoundError, id="format"),
         pytest.param(_set_attr("format_version", 2), CubeFormatError, id="format_version-2"),
         pytest.param(
             _set_attr("fingerprint_version", 2), CubeFormatError, id="fingerprint_version-2"

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cytepool.de import run_limma_voom
 from cytepool.de.design import design_matrix, resolve_test, resolve_tests
 from cytepool.errors import DesignError, LimmaError
 
@@ -125,6 +126,45 @@ def test_bad_coef_or_contrast(coef: object, contrast: object, message: str) -> N
     """Each malformed request names what is wrong and the design columns."""
     with pytest.raises(DesignError, match=message):
         resolve_test(COLUMNS, coef=coef, contrast=contrast)
+
+
+@pytest.mark.parametrize("coef", [None, 0, -1])
+def test_the_intercept_is_not_tested_unless_named(coef: int | None) -> None:
+    """A design whose default or given position is (Intercept) is refused, naming its columns and the remedy."""
+    with pytest.raises(DesignError) as info:
+        resolve_test(["(Intercept)"], coef=coef, contrast=None)
+    assert str(info.value) == (
+        "coef: the coefficient to test would be '(Intercept)', which tests whether mean "
+        "log-expression is zero, not a difference between samples; the design's columns are "
+        "['(Intercept)']. Name the coefficient to test (coef='...', --coef NAME on the command "
+        "line; coef='(Intercept)' to test the intercept on purpose) or pass a contrast"
+    )
+
+
+def test_the_intercept_named_explicitly_is_tested() -> None:
+    """coef='(Intercept)' or a contrast of the intercept tests it."""
+    assert resolve_test(["(Intercept)"], coef="(Intercept)", contrast=None).coef == 0
+    assert resolve_test(["(Intercept)"], coef=None, contrast="Intercept").contrast == (1.0,)
+    assert resolve_test(COLUMNS, coef=None, contrast=None).name == "donord3"
+
+
+def test_limma_voom_result_refuses_an_intercept_only_design() -> None:
+    """run_limma_voom with '~ 1' and no coef raises instead of reporting every gene significant."""
+    rng = np.random.default_rng(0)
+    counts = pd.DataFrame(rng.poisson(100, size=(50, 6)), columns=SAMPLES.index)
+    with pytest.raises(DesignError, match=r"would be '\(Intercept\)'"):
+        run_limma_voom(counts, SAMPLES, design="~ 1")
+    table = run_limma_voom(counts, SAMPLES, design="~ 1", coef="(Intercept)")
+    assert len(table) == 50
+
+
+@pytest.mark.parametrize("weight", ["x", None, [1]])
+def test_a_contrast_weight_that_is_not_a_number_is_a_design_error(weight: object) -> None:
+    """A mapping whose weight is not a number names the column and the weight."""
+    with pytest.raises(
+        DesignError, match=r"contrast weight of 'donord2': expected a number, found"
+    ):
+        resolve_test(COLUMNS, coef=None, contrast={"donord2": weight, "donord3": -1})
 
 
 def test_contrast_as_an_r_expression() -> None:

@@ -190,3 +190,88 @@ def test_index_names_round_trip(tmp_path: Path) -> None:
     result = limma_voom_result(counts, samples, design="~ c")
     result.to_csv(tmp_path / "r.csv")
     _assert_round_trip(LimmaResult.read(tmp_path / "r.csv"), result)
+
+
+def _hidden_siblings(directory: Path) -> list[Path]:
+    return sorted(directory.parent.glob(f".{directory.name}.tmp-*"))
+
+
+def test_overwrite_replaces_the_whole_result_directory(
+    group_results: LimmaResults, tmp_path: Path
+) -> None:
+    """Saving with overwrite=True leaves only the new results: no table of the earlier save remains."""
+    out = tmp_path / "de"
+    group_results.save(out, file_format="csv")
+    (out / "notes.txt").write_text("written beside the results\n")
+    one = LimmaResults(
+        results={"T2": group_results["T2"]}, skipped={}, settings=group_results.settings
+    )
+    one.save(out, file_format="parquet", overwrite=True)
+    assert sorted(p.name for p in out.iterdir()) == ["group-0000.parquet", "results.json"]
+    assert list(LimmaResults.read(out)) == ["T2"]
+    assert _hidden_siblings(out) == []
+
+
+def test_a_failed_overwrite_keeps_the_old_results(
+    group_results: LimmaResults, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save that fails midway leaves the earlier results byte for byte and no hidden sibling."""
+    from cytepool.de import persist  # noqa: PLC0415
+    from cytepool.testing import tree_snapshot  # noqa: PLC0415
+
+    out = tmp_path / "de"
+    group_results.save(out, file_format="csv")
+    before = tree_snapshot(tmp_path)
+    calls = []
+
+    def fail_on_second(result: LimmaResult, path: Path) -> None:
+        calls.append(path)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(path))
+        persist.write_csv(result, path)
+
+    monkeypatch.setattr(persist, "write_csv", fail_on_second)
+    reordered = LimmaResults(
+        results={g: group_results[g] for g in reversed(list(group_results))},
+        settings=group_results.settings,
+    )
+    with pytest.raises(OSError, match="No space left"):
+        reordered.save(out, file_format="csv", overwrite=True)
+    assert len(calls) == 2
+    assert tree_snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("kind", ["directory-with-a-file", "file", "foreign-results-json"])
+def test_a_directory_that_is_not_results_is_never_replaced(
+    group_results: LimmaResults, tmp_path: Path, kind: str, overwrite: bool
+) -> None:
+    """A folder without a cytepool results manifest (or a file) is refused, even with overwrite, and untouched."""
+    from cytepool.errors import ResultExistsError  # noqa: PLC0415
+    from cytepool.testing import tree_snapshot  # noqa: PLC0415
+
+    out = tmp_path / "de"
+    if kind == "file":
+        out.write_text("not results\n")
+    else:
+        out.mkdir()
+        name = "results.json" if kind == "foreign-results-json" else "thesis.tex"
+        (out / name).write_text('{"format": "something-else"}\n')
+    before = tree_snapshot(tmp_path)
+    with pytest.raises(ResultExistsError) as info:
+        group_results.save(out, file_format="csv", overwrite=overwrite)
+    assert str(info.value) == (
+        f"{out}: expected a directory of limma results written by cytepool (with a results.json "
+        f"of format 'cytepool.de.limma_results') or none, found a {'file' if kind == 'file' else 'directory'} "
+        "without one; nothing was replaced - choose another directory or remove it"
+    )
+    assert tree_snapshot(tmp_path) == before
+
+
+def test_an_empty_directory_is_filled(group_results: LimmaResults, tmp_path: Path) -> None:
+    """An existing empty directory (made with mkdir beforehand) takes the results."""
+    out = tmp_path / "de"
+    out.mkdir()
+    group_results.save(out, file_format="csv")
+    assert list(LimmaResults.read(out)) == list(group_results)
+    assert _hidden_siblings(out) == []

@@ -15,7 +15,12 @@ from distributed import Client, LocalCluster
 from cytepool import Cube
 from cytepool.de import LimmaResult, LimmaResults, limma_voom, limma_voom_result
 from cytepool.de.testing import assert_result_equal
-from cytepool.errors import DesignError, GroupSkippedError, ResultMismatchError
+from cytepool.errors import (
+    DesignError,
+    GroupSkippedError,
+    NoGroupFittedError,
+    ResultMismatchError,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -126,6 +131,50 @@ def test_one_level_left_is_a_reason_too(make_cube: Callable[..., Cube]) -> None:
     cube = _with_layer(cube, np.asarray(cube.layers["counts"]), n_cells=n_cells)
     results = limma_voom(cube, design=DESIGN)
     assert "at least two levels" in results.skipped["T0"]
+
+
+def _with_batch_as_donor(cube: Cube) -> Cube:
+    """``cube`` with a sample column ``batch`` that repeats ``donor``: ``~ donor + batch`` is rank deficient."""
+    samples = cube.samples.assign(batch=cube.samples["donor"].str.replace("D", "B"))
+    return Cube(
+        samples=samples,
+        groups=cube.groups,
+        features=cube.features,
+        layers={"counts": np.asarray(cube.layers["counts"])},
+        n_cells=cube.n_cells,
+        source=cube.source,
+    )
+
+
+def test_no_group_fitted_raises_naming_every_group_and_reason(pb_cube: Cube) -> None:
+    """A design no group can fit raises NoGroupFittedError listing each group and why, not an empty result."""
+    cube = _with_batch_as_donor(pb_cube)
+    with pytest.raises(NoGroupFittedError) as info:
+        limma_voom(cube, design="~ donor + batch + condition")
+    assert isinstance(info.value, GroupSkippedError)
+    assert list(info.value.skipped) == ["T0", "T1", "T2"]
+    message = str(info.value)
+    assert message.startswith(
+        "no group of the cube could be fitted with design '~ donor + batch + condition'"
+    )
+    for label, reason in info.value.skipped.items():
+        assert "rank" in reason
+        assert f"{label!r}: {reason}" in message
+
+
+def test_no_group_fitted_for_one_contrast_of_a_list_raises_naming_it(pb_cube: Cube) -> None:
+    """With a list of contrasts, a contrast that no group can test raises, naming that contrast."""
+    n_cells = pb_cube.n_cells
+    assert n_cells is not None
+    n_cells = n_cells.copy()
+    n_cells[pb_cube.samples["donor"].to_numpy() == "D4"] = 0
+    cube = _with_layer(pb_cube, np.asarray(pb_cube.layers["counts"]), n_cells=n_cells)
+    names = ["conditionstim", "donorD4-donorD2"]
+    with pytest.raises(NoGroupFittedError, match=r"for contrast 'donorD4-donorD2'") as info:
+        limma_voom(cube, design="~ 0 + donor + condition", contrast=names)
+    assert list(info.value.skipped) == ["T0", "T1", "T2"]
+    every = limma_voom(cube, design="~ 0 + donor + condition", contrast=names[:1])
+    assert list(every["conditionstim"]) == ["T0", "T1", "T2"]
 
 
 def test_user_errors_raise_up_front(pb_cube: Cube) -> None:
