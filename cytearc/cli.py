@@ -1,7 +1,9 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``run``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``run``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
-2 usage errors.
+2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
+naming the first damaged array, chunk and the remedy, 3 no store at the path
+(or a remote store that cannot be reached), as ``cytepool verify``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def _import(args: argparse.Namespace) -> int:
         "cluster": args.cluster,
         "overwrite": args.overwrite,
         "compression": None if args.compression == "none" else args.compression,
+        "show_progress": not args.json,
     }
     for name in ("genome", "layer", "orientation", "sep", "index_col", "assay_split_key"):
         if getattr(args, name) is not None:
@@ -88,6 +91,42 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+    from cytearc.errors import CyteArcError, StoreAccessError, StoreNotFoundError  # noqa: PLC0415
+
+    error: CyteArcError
+    try:
+        ds = DataStore(
+            args.store,
+            mem_budget=args.mem_budget,
+            workers=args.workers,
+            cluster=args.cluster,
+            show_progress=not args.json,
+        )
+    except (StoreNotFoundError, StoreAccessError) as exc:
+        error, code = exc, 3
+    except CyteArcError as exc:
+        error, code = exc, 1
+    else:
+        report = ds.verify()
+        print(json.dumps(report.to_json(), indent=2) if args.json else report)
+        if report.damage is not None and not args.json:
+            print(f"DAMAGED {ds.where}: {report.damage}", file=sys.stderr)
+        return 0 if report.ok else 1
+    if args.json:
+        doc = {
+            "path": str(args.store),
+            "ok": False,
+            "error": {"type": type(error).__name__, "message": str(error)},
+        }
+        print(json.dumps(doc, indent=2))
+    else:
+        label = "DAMAGED" if code == 1 else "error"
+        print(f"{label} {args.store}: {type(error).__name__}: {error}", file=sys.stderr)
+    return code
+
+
 def _option(text: str) -> tuple[str, Any]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -136,6 +175,39 @@ def _run(args: argparse.Namespace) -> int:
     print(summary.to_string(index=False))
     for path in plots:
         print(f"  wrote {path}")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+
+    if args.abandon is not None:
+        if not args.label or not args.reason:
+            print("error: --abandon RUN_ID needs --label and --reason", file=sys.stderr)
+            return 2
+        ds = DataStore(args.store, zarr_mode="r+", cluster="threads")
+        ds.pipeline.abandon_label_claim(label=args.label, run_id=args.abandon, reason=args.reason)
+    else:
+        ds = DataStore(args.store, cluster="threads")
+    runs = [
+        {
+            "runId": r.run_id,
+            "recipe": r.recipe,
+            "label": r.label,
+            "requestedLabel": r.requested_label,
+            "status": r.status,
+            "complete": r.complete,
+            "startedAtNs": r.started_at_ns,
+            "finishedAtNs": r.finished_at_ns,
+        }
+        for r in sorted(ds.pipeline.runs(), key=lambda r: r.started_at_ns)
+    ]
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return 0
+    for run in runs:
+        label = run["label"] or run["requestedLabel"] or "-"
+        print(f"{run['runId']}  {run['status']:<11} {run['recipe']}  label {label}")
     return 0
 
 
@@ -239,6 +311,13 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_info)
+    p = sub.add_parser(
+        "verify",
+        help="read every value and check it against the store's fingerprints, summaries and digests",
+    )
+    p.add_argument("store")
+    _engine_arguments(p)
+    p.set_defaults(run=_verify)
 
 
 def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
@@ -258,6 +337,23 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
     )
     _engine_arguments(p)
     p.set_defaults(run=_run)
+    p = sub.add_parser(
+        "runs",
+        help="list the pipeline runs of a store; --abandon releases the label of a stopped run",
+    )
+    p.add_argument("store")
+    p.add_argument(
+        "--abandon",
+        metavar="RUN_ID",
+        default=None,
+        help="mark this incomplete run interrupted (only once its process is known to have stopped)",
+    )
+    p.add_argument("--label", default=None, help="with --abandon: the label the run holds")
+    p.add_argument(
+        "--reason", default=None, help="with --abandon: why the process is known to have stopped"
+    )
+    p.add_argument("--json", action="store_true", help="print the runs as JSON")
+    p.set_defaults(run=_runs)
     p = sub.add_parser("pool", help="pool cells by sample and group into a CytePool cube")
     p.add_argument("store")
     p.add_argument("--sample", required=True, help="cell column naming each cell's sample")
@@ -288,6 +384,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="cytearc", description="CyteArc: single-cell datasets in Zarr v3 stores."
     )
     parser.add_argument("--version", action="version", version=f"cytearc {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error instead of one line"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _store_commands(sub)
     _analysis_commands(sub)
@@ -299,9 +398,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.run(args)
-    except (ValueError, OSError, KeyError) as exc:
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"error: {type(exc).__name__}: {text}", file=sys.stderr)
+        if isinstance(exc, ValueError | OSError | KeyError):
+            print(f"error: {type(exc).__name__}: {text}", file=sys.stderr)
+        else:
+            print(
+                f"internal error: {type(exc).__name__}: {text} - this is a bug of cytearc; "
+                "rerun with --debug and report the traceback",
+                file=sys.stderr,
+            )
         return 1
     return code
 

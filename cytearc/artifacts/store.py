@@ -3,10 +3,12 @@
 An artifact is a group ``{scope}/artifacts/{kind}/{artifact_id}`` whose path
 ends in a random 256-bit id, so it belongs to its producer alone. The producer
 creates it with ``complete=False``, writes and checks the payload, and
-publishes it with one attribute write that sets ``complete=True``. A failure
-before that write deletes the group; after it the group stays, complete or
-not, because the write may have persisted although it reported an error.
-Readers and reuse only ever accept ``complete is True``.
+publishes it with one attribute write that sets ``complete=True`` and records
+the digest of every payload array (``cytearc:arrayDigests``, computed as each
+array is written; see :mod:`cytearc.artifacts.digests`). A failure before that
+write deletes the group; after it the group stays, complete or not, because
+the write may have persisted although it reported an error. Readers and reuse
+only ever accept ``complete is True``; the digests never enter reuse.
 """
 
 from __future__ import annotations
@@ -20,8 +22,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import zarr
-from zarr.codecs import ZstdCodec
 
+from cytearc.artifacts.digests import (
+    DIGESTS_ATTRIBUTE,
+    array_digest,
+    lazy_chunk_digests,
+    stored_digest,
+)
 from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef
 from cytearc.engine.arrays import open_lazy, store_aligned
 from cytearc.errors import (
@@ -30,8 +37,10 @@ from cytearc.errors import (
     MissingArtifactError,
     ReadOnlyStoreError,
 )
+from cytearc.storage.damage import read_region
 from cytearc.storage.finite_values import checked_blocks, validate_finite
 from cytepool._versions import package_version
+from cytepool.codecs import compressor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -45,6 +54,7 @@ __all__ = [
     "ArtifactWriter",
     "Lineage",
     "PlanReceipt",
+    "artifact_refs",
     "find_reusable",
     "lineage",
     "list_artifacts",
@@ -62,7 +72,7 @@ ATTRIBUTES: Final = (
     "cytearc_version",
     "complete",
 )
-_COMPRESSOR: Final = ZstdCodec(level=3)
+_COMPRESSOR: Final = compressor("zstd", error=ArtifactError)
 
 
 @dataclass(frozen=True)
@@ -144,8 +154,13 @@ class Artifact:
         -------
         numpy.ndarray
             Its values.
+
+        Raises
+        ------
+        StoreDamageError
+            A chunk of it fails its checksum.
         """
-        return np.asarray(self.array(name)[...])
+        return read_region(self.array(name), Ellipsis)
 
     def lazy(self, name: str) -> da.Array:
         """A payload array as a Dask array whose blocks are its chunks.
@@ -231,6 +246,32 @@ def _kind_groups(root: zarr.Group, scope: str, kind: str | None) -> Iterator[tup
                 yield name, artifact_id
 
 
+def artifact_refs(
+    root: zarr.Group, *, scopes: list[str], kind: str | None = None
+) -> list[ArtifactRef]:
+    """Every artifact group of ``scopes`` (``""`` for the datastore), published or not.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    scopes
+        Assay names, and ``""`` for the datastore.
+    kind
+        Only groups of this kind.
+
+    Returns
+    -------
+    list of ArtifactRef
+        By scope, kind and id.
+    """
+    return [
+        ArtifactRef(scope, kind_name, artifact_id)
+        for scope in scopes
+        for kind_name, artifact_id in _kind_groups(root, scope, kind)
+    ]
+
+
 def list_artifacts(
     root: zarr.Group, *, scopes: list[str], kind: str | None = None
 ) -> list[Artifact]:
@@ -253,12 +294,11 @@ def list_artifacts(
         The artifacts, by creation time.
     """
     out = []
-    for scope in scopes:
-        for kind_name, artifact_id in _kind_groups(root, scope, kind):
-            try:
-                out.append(open_artifact(root, ArtifactRef(scope, kind_name, artifact_id)))
-            except ArtifactError:
-                continue
+    for ref in artifact_refs(root, scopes=scopes, kind=kind):
+        try:
+            out.append(open_artifact(root, ref))
+        except ArtifactError:
+            continue
     return sorted(out, key=lambda a: (a.attrs["created_at_ns"], a.ref))
 
 
@@ -394,6 +434,8 @@ class ArtifactWriter:
         self.operation = operation
         self._compute = compute
         self._pending: list[Delayed] = []
+        self._lazy_digests: list[tuple[zarr.Array[Any], da.Array]] = []
+        self._digests: dict[str, str] = {}
 
     def write(
         self,
@@ -443,6 +485,7 @@ class ArtifactWriter:
         )
         if values.size:
             array[...] = values.astype(object) if dtype is str else values
+        self._digests[name] = stored_digest(array)
         return array
 
     def store(
@@ -481,6 +524,7 @@ class ArtifactWriter:
             attributes=attributes or {},
         )
         self._pending.append(store_aligned(x, array, where=f"{self.ref}/{name}"))
+        self._lazy_digests.append((array, lazy_chunk_digests(x)))
 
     def run(self, *extra: Any) -> tuple[Any, ...]:
         """Compute the planned writes together with ``extra`` collections; the results of ``extra``.
@@ -498,10 +542,33 @@ class ArtifactWriter:
             The results of ``extra``, in order.
         """
         pending, self._pending = self._pending, []
-        if not pending and not extra:
+        lazy, self._lazy_digests = self._lazy_digests, []
+        if not pending and not lazy and not extra:
             return ()
-        results = self._compute(*pending, *extra)
-        return tuple(results[len(pending) :])
+        results = self._compute(*pending, *(digests for _, digests in lazy), *extra)
+        for (array, _), chunks in zip(lazy, results[len(pending) :], strict=False):
+            self._digests[array.basename] = array_digest(
+                shape=tuple(array.shape),
+                dtype=array.dtype,
+                chunks=[d for d in np.asarray(chunks).ravel() if d],
+            )
+        return tuple(results[len(pending) + len(lazy) :])
+
+    def digests(self) -> dict[str, str]:
+        """The digest of every payload array, by name, as publication records them.
+
+        Arrays written through :meth:`write` and :meth:`store` were digested as
+        they were written; any other array of the group is read once here.
+
+        Returns
+        -------
+        dict of str to str
+            ``{name: "sha256:..."}``, sorted by name.
+        """
+        for name, array in self.group.arrays():
+            if name not in self._digests:
+                self._digests[name] = stored_digest(array)
+        return dict(sorted(self._digests.items()))
 
 
 def _new_group(
@@ -593,6 +660,7 @@ def produce(
     try:
         build(writer)
         writer.run()
+        digests = writer.digests()
     except BaseException:
         parent = root[ref.path.rsplit("/", 1)[0]]
         assert isinstance(parent, zarr.Group)
@@ -600,7 +668,7 @@ def produce(
         raise
     finally:
         _receipts.reset(token)
-    group.attrs.update({"complete": True})
+    group.attrs.update({"complete": True, DIGESTS_ATTRIBUTE: digests})
     receipt.disposition = "created"
     return open_artifact(root, ref)
 

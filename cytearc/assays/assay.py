@@ -9,9 +9,16 @@ import zarr
 
 from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.arrays import open_lazy
-from cytearc.errors import AssayTypeError, LayoutError, OperationArgumentError, StoreFormatError
+from cytearc.errors import (
+    AssayTypeError,
+    CountSummariesError,
+    LayoutError,
+    OperationArgumentError,
+    StoreFormatError,
+)
 from cytearc.metadata.table import MetaData
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
+from cytearc.storage.damage import missing_units, read_region
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import child_group
 
@@ -70,6 +77,7 @@ class Assay:
         self.matrix = child_group(
             child_group(root, "matrices", where=where), name, where=f"{where}/matrices"
         )
+        self._matrix_where = f"{where}/matrices/{name}"
         self.layout = CountLayout.from_json(
             self.matrix.attrs.get(LAYOUT_ATTRIBUTE), where=f"{where}/matrices/{name}"
         )
@@ -118,13 +126,19 @@ class Assay:
         if not isinstance(fingerprint, str):
             msg = f"{self.where}: counts attribute 'content_fingerprint': expected a string, found {fingerprint!r}; re-import the source"
             raise StoreFormatError(msg)
+        self._summaries()
+
+    def _summaries(self) -> zarr.Group:
+        """The ``countSummaries`` group, refused unless it is bound to these counts."""
         summaries = self.matrix.get("countSummaries")
-        if (
-            not isinstance(summaries, zarr.Group)
-            or summaries.attrs.get("source_fingerprint") != fingerprint
-        ):
-            msg = f"{self.where}: countSummaries are missing or bound to other counts; re-import the source"
-            raise StoreFormatError(msg)
+        if not isinstance(summaries, zarr.Group):
+            msg = f"{self._matrix_where}/countSummaries: expected the group of count summaries, found {'nothing' if summaries is None else 'an array'}; re-import the source (summaries are written with the counts)"
+            raise CountSummariesError(msg)
+        bound = summaries.attrs.get("source_fingerprint")
+        if bound != self.content_fingerprint:
+            msg = f"{self._matrix_where}/countSummaries: attribute 'source_fingerprint': expected the counts' content fingerprint {self.content_fingerprint}, found {bound!r} (summaries of other counts); re-import the source"
+            raise CountSummariesError(msg)
+        return summaries
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -208,15 +222,31 @@ class Assay:
         ------
         OperationArgumentError
             ``name`` is not one of the summaries.
+        CountSummariesError
+            The summaries are bound to other counts, or this one is missing,
+            of another shape or dtype, or lacks a chunk (which would read as
+            zeros).
+        StoreDamageError
+            A chunk of it fails its checksum.
         """
         if name not in SUMMARIES:
-            msg = f"{self.where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)} - pass one of them"
+            msg = f"{self._matrix_where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)} - pass one of them"
             raise OperationArgumentError(msg)
-        array = child_group(self.matrix, "countSummaries", where=self.where).get(name)
+        where = f"{self._matrix_where}/countSummaries/{name}"
+        array = self._summaries().get(name)
+        length = self.shape[1] if name == "columnPositive" else self.shape[0]
+        kind = "f" if name == "rowSums" and self.dtype.kind == "f" else "i"
         if not isinstance(array, zarr.Array):
-            msg = f"{self.where}/countSummaries/{name}: missing; re-import the source"
-            raise StoreFormatError(msg)
-        return np.asarray(array[:])
+            msg = f"{where}: expected an array of {length} values, found {'nothing' if array is None else 'a group'}; re-import the source (summaries are written with the counts)"
+            raise CountSummariesError(msg)
+        if tuple(array.shape) != (length,) or np.dtype(array.dtype) != np.dtype(f"{kind}8"):
+            msg = f"{where}: expected shape ({length},) and dtype {np.dtype(f'{kind}8')}, found {tuple(array.shape)} and {array.dtype}; re-import the source"
+            raise CountSummariesError(msg)
+        missing = missing_units(array)
+        if missing:
+            msg = f"{where}: chunk {missing[0]} is missing (it would read as zeros); the summaries of a store are complete - re-import the source"
+            raise CountSummariesError(msg)
+        return read_region(array, slice(None))
 
     def __repr__(self) -> str:
         return f"<Assay {self.name} ({self.assayType}): {self._counts.shape[0]} cells x {self._counts.shape[1]} features, {self._counts.dtype}>"

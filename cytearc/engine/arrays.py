@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 import dask.array as da
+from dask.base import tokenize
 from dask.utils import format_bytes
 
 from cytearc.errors import MemBudgetError, ShardAlignmentError
+from cytearc.storage.damage import CheckedReads
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,6 +45,10 @@ def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
 
 def open_lazy(array: zarr.Array[Any], *, rows_per_block: int | None = None) -> da.Array:
     """``array`` as a Dask array whose blocks are its shards (or whole multiples along axis 0).
+
+    A chunk that fails to decode when a block is computed raises
+    :class:`~cytearc.errors.StoreDamageError` naming the array and the chunk
+    (:mod:`cytearc.storage.damage`).
 
     Parameters
     ----------
@@ -76,7 +82,8 @@ def open_lazy(array: zarr.Array[Any], *, rows_per_block: int | None = None) -> d
             )
             raise ShardAlignmentError(msg)
         block[0] = rows_per_block
-    return cast("da.Array", da.from_zarr(array, chunks=tuple(block)))
+    name = f"from-zarr-{tokenize(array, tuple(block))}"
+    return cast("da.Array", da.from_array(CheckedReads(array), chunks=tuple(block), name=name))
 
 
 def validate_aligned(

@@ -47,6 +47,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from cytearc.errors import CyteArcError, StoreFormatError
+from cytearc.storage.damage import read_region
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -70,7 +71,7 @@ CHUNK_ROWS: Final = 1 << 20
 """Rows per chunk of every column array (fewer when the column is shorter)."""
 TIME_UNITS: Final = ("s", "ms", "us", "ns")
 PANDAS_TEXT_DTYPES: Final = ("object", "string")
-_COMPRESSOR: Final = ZstdCodec(level=3)
+_COMPRESSOR: Final = ZstdCodec(level=3, checksum=True)
 _NAT: Final = np.iinfo(np.int64).min
 
 _FIELDS: Final[dict[str, frozenset[str]]] = {
@@ -490,7 +491,7 @@ def _member(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
 
 
 def _values(array: zarr.Array[Any]) -> np.ndarray:
-    values = np.asarray(array[:])
+    values = read_region(array, slice(None))  # a chunk that fails its checksum is named
     return values.astype(object) if values.dtype.kind in "OTU" else values
 
 

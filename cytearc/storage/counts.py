@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from dask.delayed import delayed
 from distributed import wait
-from zarr.codecs import BytesCodec
+from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 
 from cytearc.engine.arrays import (
     aligned_rows,
@@ -25,10 +25,11 @@ from cytearc.engine.arrays import (
     validate_aligned,
     write_block,
 )
-from cytearc.errors import ShardAlignmentError
+from cytearc.errors import CyteArcError, ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
+from cytepool.codecs import compressor as named_compressor
 from cytepool.compute import compute
 
 if TYPE_CHECKING:
@@ -40,10 +41,58 @@ if TYPE_CHECKING:
 
     from cytearc.engine.cluster import Engine
 
-__all__ = ["LAYOUT_ATTRIBUTE", "CountsWritten", "write_count_arrays"]
+__all__ = [
+    "LAYOUT_ATTRIBUTE",
+    "SUMMARY_COMPRESSORS",
+    "CountsWritten",
+    "band_summaries",
+    "band_unit",
+    "checksummed",
+    "write_count_arrays",
+]
 
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
 _ARRAY_CONFIG: Final = {"write_empty_chunks": False}
+"""The codecs after ``bytes`` of ``countSummaries`` arrays: zstd with its frame checksum."""
+
+
+def checksummed(compressor: BytesBytesCodec | None) -> tuple[BytesBytesCodec, ...]:
+    """The codecs after ``bytes`` of a new count array: ``compressor``, then ``crc32c`` unless it checks itself.
+
+    gzip carries a CRC-32 and zstd with its frame checksum an xxhash of each
+    chunk, so a damaged chunk fails to decode instead of decoding to other
+    values; any other compressor, and none, is followed by ``crc32c``.
+
+    Parameters
+    ----------
+    compressor
+        The import's compressor, or None.
+
+    Returns
+    -------
+    tuple of codecs
+        The bytes-to-bytes codecs, in order.
+
+    Examples
+    --------
+    >>> checksummed(None)
+    (Crc32cCodec(),)
+    >>> checksummed(ZstdCodec(level=3))
+    (ZstdCodec(level=3, checksum=False), Crc32cCodec())
+    """
+    if compressor is None:
+        return (Crc32cCodec(),)
+    if isinstance(compressor, GzipCodec) or (
+        isinstance(compressor, ZstdCodec) and compressor.checksum
+    ):
+        return (compressor,)
+    return (compressor, Crc32cCodec())
+
+
+SUMMARY_COMPRESSORS: Final[tuple[BytesBytesCodec, ...]] = checksummed(
+    named_compressor("zstd", error=CyteArcError)
+)
+"""The codecs after ``bytes`` of ``countSummaries`` arrays: zstd with its frame checksum."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,11 +123,33 @@ def _create(
         shards=geometry.shards,
         chunks=geometry.chunks,
         serializer=BytesCodec(endian="little"),
-        compressors=compressor,
+        compressors=checksummed(compressor),
         fill_value=0,
         dimension_names=dimension_names,
         attributes={LAYOUT_ATTRIBUTE: layout.to_json()},
         config=_ARRAY_CONFIG,  # type: ignore[arg-type]
+    )
+
+
+def band_summaries(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The count summaries of a dense band of ``counts`` rows.
+
+    Parameters
+    ----------
+    dense
+        Rows of the counts, in storage dtype.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        Row sums (float64 for float counts, else int64), features with a
+        count above 0 per row, and rows with a count above 0 per feature (int64).
+    """
+    nonzero = dense > 0
+    return (
+        dense.sum(axis=1, dtype=np.float64 if dense.dtype.kind == "f" else np.int64),
+        nonzero.sum(axis=1, dtype=np.int64),
+        nonzero.sum(axis=0, dtype=np.int64),
     )
 
 
@@ -108,10 +179,7 @@ def _write_band(
         ).ravel()
     else:
         dense = checked_cast(np.asarray(block), dtype, where=where)
-        nonzero = dense > 0
-        row_positive = nonzero.sum(axis=1, dtype=np.int64)
-        column_positive = nonzero.sum(axis=0, dtype=np.int64)
-        row_sums = dense.sum(axis=1, dtype=np.float64 if dtype.kind == "f" else np.int64)
+        row_sums, row_positive, column_positive = band_summaries(dense)
     write_block(array, dense, (first_row, 0), where=where)
     return (
         block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
@@ -159,7 +227,7 @@ class CountsWriter:
         )
         shard_rows = self.counts.shards[0] if self.counts.shards else self.counts.chunks[0]
         budget = engine.worker_memory() if engine is not None else 2**30
-        unit = _band_unit(shard_rows)
+        unit = band_unit(shard_rows)
         band_rows = aligned_rows(
             budget=budget, row_bytes=max(shape[1], 1) * 8, shard_rows=unit, n_rows=shape[0]
         )
@@ -316,8 +384,19 @@ def _stack(blocks: Sequence[np.ndarray | sp.csr_matrix]) -> np.ndarray | sp.csr_
     return sp.vstack([sp.csr_matrix(b) for b in blocks], format="csr")
 
 
-def _band_unit(shard_rows: int) -> int:
-    """Rows a band is a whole multiple of: whole shards and whole identity blocks."""
+def band_unit(shard_rows: int) -> int:
+    """Rows a band of ``counts`` is a whole multiple of: whole shards and whole identity blocks.
+
+    Parameters
+    ----------
+    shard_rows
+        Rows of a ``counts`` shard.
+
+    Returns
+    -------
+    int
+        The larger of ``shard_rows`` and the identity block's 256 rows.
+    """
     return max(shard_rows, IDENTITY_ROWS)
 
 

@@ -9,9 +9,10 @@ what they use, never :class:`~cytearc.DataStore` itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import zarr
 from zarr.storage import FsspecStore, LocalStore
@@ -23,11 +24,15 @@ from cytearc.errors import (
     AssayNotFoundError,
     AssayTypeError,
     OperationArgumentError,
+    StoreAccessError,
     StoreFormatError,
     StoreNotFoundError,
 )
 from cytearc.metadata.table import MetaData
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_group
+
+if TYPE_CHECKING:
+    from cytearc.storage.verify import VerifyReport
 
 __all__ = ["AnalysisStore", "Assays", "Store", "open_root"]
 
@@ -137,9 +142,13 @@ def open_root(
     Raises
     ------
     StoreNotFoundError
-        A local path holds no ``zarr.json`` (a :class:`FileNotFoundError`).
+        There is no ``zarr.json`` at the location (a :class:`FileNotFoundError`).
     StoreFormatError
-        The root is an array.
+        The root is an array, or its ``zarr.json`` is not JSON (truncated or damaged).
+    StoreAccessError
+        A remote location cannot be reached or read (an :class:`OSError`).
+    OperationArgumentError
+        The filesystem of a remote location refuses ``storage_options``.
     """
     read_only = mode == "r"
     if isinstance(location, Path) or "://" not in str(location):
@@ -154,11 +163,50 @@ def open_root(
             str(location), storage_options=dict(storage_options or {}), read_only=read_only
         )
         where = str(location)
-    node = zarr.open(store=store, mode=mode, zarr_format=3)  # type: ignore[arg-type]
+    try:
+        node = zarr.open(store=store, mode=mode, zarr_format=3)  # type: ignore[arg-type]
+    except json.JSONDecodeError as exc:
+        msg = f"{where}/zarr.json: expected the store's root metadata as JSON, found text that does not parse ({exc}); the file is truncated or damaged - restore the store from a copy or import the source again"
+        raise StoreFormatError(msg) from exc
+    except FileNotFoundError as exc:
+        msg = f"{where}: no CyteArc store here (no zarr.json); check the location or import a dataset first"
+        raise StoreNotFoundError(msg) from exc
+    except TypeError as exc:
+        if isinstance(store, LocalStore):
+            raise
+        msg = f"{where}: storage_options: the filesystem refuses them ({exc}); pass the options of its fsspec filesystem (such as key, secret, client_kwargs={{'endpoint_url': ...}})"
+        raise OperationArgumentError(msg) from exc
+    except Exception as exc:
+        if isinstance(store, LocalStore):
+            raise
+        msg = f"{where}: cannot reach the store at {_endpoint(storage_options)} ({type(exc).__name__}: {exc}); check endpoint_url in storage_options (or its client_kwargs), the network and the credentials"
+        raise StoreAccessError(msg) from exc
     if not isinstance(node, zarr.Group):
         msg = f"{where}: expected a Zarr v3 group at the root, found an array"
         raise StoreFormatError(msg)
     return node, where
+
+
+def _endpoint(storage_options: Mapping[str, Any] | None) -> str:
+    """The endpoint ``storage_options`` name, for messages."""
+    options = dict(storage_options or {})
+    client = options.get("client_kwargs")
+    url = options.get("endpoint_url") or (
+        client.get("endpoint_url") if isinstance(client, dict) else None
+    )
+    return f"endpoint {url}" if url else "the default endpoint of its protocol"
+
+
+def _unparsable_metadata(where: str) -> str:
+    """The first ``zarr.json`` below a local store that is not JSON, or the store itself."""
+    root = Path(where)
+    if root.is_dir():
+        for path in sorted(root.rglob("zarr.json")):
+            try:
+                json.loads(path.read_bytes())
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                return str(path)
+    return f"{where} (a zarr.json below it)"
 
 
 class Store:
@@ -188,8 +236,10 @@ class Store:
     StoreNotFoundError
         There is no store at a local ``location`` (a :class:`FileNotFoundError`).
     StoreFormatError
-        The store is of another format, was not completely imported, or its
-        arrays disagree with its metadata.
+        The store is of another format, was not completely imported, its
+        arrays disagree with its metadata, or a ``zarr.json`` is not JSON.
+    StoreAccessError
+        A remote ``location`` cannot be reached or read.
     AssayTypeError
         The recorded or given assay types are unknown or conflict.
     """
@@ -214,6 +264,14 @@ class Store:
         self.cache: dict[str, Any] = {}
         self._engine_options = (mem_budget, workers, cluster)
         self.root, self.where = open_root(location, mode=zarr_mode, storage_options=storage_options)
+        try:
+            self._open(assay_types)
+        except json.JSONDecodeError as exc:
+            msg = f"{_unparsable_metadata(self.where)}: expected Zarr metadata as JSON, found text that does not parse ({exc}); the file is truncated or damaged - restore the store from a copy or import the source again"
+            raise StoreFormatError(msg) from exc
+
+    def _open(self, assay_types: Mapping[str, str] | None) -> None:
+        """Validate the root, then open the cell table and the assays."""
         attrs = dict(self.root.attrs)
         if (
             attrs.get("cytearc:format") != STORE_FORMAT
@@ -281,6 +339,31 @@ class Store:
         if self.writable and types != recorded:
             self.root.attrs["assayTypes"] = types
         return types
+
+    def verify(self) -> VerifyReport:
+        """Read every value of the store and check it against what the store recorded.
+
+        Reads each assay's ``counts`` and ``countsT`` shard by shard on the
+        engine, recomputes the content fingerprint, checks that ``countsT``
+        holds the same values and that the count summaries describe the
+        counts, recomputes the dataset fingerprint, and checks every published
+        artifact against the digests recorded at its publication. Nothing is
+        written. See :mod:`cytearc.storage.verify` and ``docs/store-format.md``
+        (*Verifying a store*).
+
+        Returns
+        -------
+        VerifyReport
+            Every check, and the first damage found (``report.ok`` when none).
+
+        Raises
+        ------
+        MemBudgetError
+            One band of whole shards does not fit a worker's memory.
+        """
+        from cytearc.storage.verify import verify_store  # noqa: PLC0415 (verify reads artifacts and tables, which import the store)
+
+        return verify_store(self)
 
     @property
     def engine(self) -> Engine:

@@ -53,3 +53,23 @@ def test_errors_exit_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "nothing.h5" in capsys.readouterr().err
     assert main(["info", str(tmp_path / "none.zarr")]) == 1
     assert "no CyteArc store" in capsys.readouterr().err
+
+
+def test_an_unexpected_error_is_one_line_unless_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug prints one line naming --debug and exits 1; with --debug the traceback is raised."""
+    import cytearc.datastore  # noqa: PLC0415
+
+    def broken(*_: object, **__: object) -> None:
+        msg = "planted bug"
+        raise RuntimeError(msg)
+
+    monkeypatch.setattr(cytearc.datastore, "DataStore", broken)
+    assert main(["info", "nowhere.zarr"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: RuntimeError: planted bug - ")
+    assert "--debug" in err
+    assert "Traceback" not in err
+    with pytest.raises(RuntimeError, match="planted bug"):
+        main(["--debug", "info", "nowhere.zarr"])

@@ -33,6 +33,7 @@ from cytearc.artifacts import (
     planning_receipts,
     produce,
 )
+from cytearc.artifacts.digests import DIGESTS_ATTRIBUTE
 from cytearc.artifacts.store import ATTRIBUTES
 from cytearc.engine.cluster import get_engine
 from cytearc.errors import (
@@ -157,11 +158,12 @@ def test_make_provenance_records_revision_from_two(revision: int, *, recorded: b
 
 
 def test_produce_publishes_exactly_the_seven_attributes(root: zarr.Group) -> None:
-    """A produced group holds the seven attributes, complete=True, and its payload."""
+    """A produced group holds the seven attributes and its arrays' digests, complete=True, and its payload."""
     provenance = _provenance()
     artifact = _produce(root, provenance, execution_options={"workers": 2})
     attrs = dict(root[artifact.ref.path].attrs)
-    assert set(attrs) == set(ATTRIBUTES)
+    assert set(attrs) == {*ATTRIBUTES, DIGESTS_ATTRIBUTE}
+    assert set(attrs[DIGESTS_ATTRIBUTE]) == set(root[artifact.ref.path].array_keys())
     assert len(ATTRIBUTES) == 7
     assert attrs["complete"] is True
     assert attrs["artifact_id"] == artifact.ref.artifact_id

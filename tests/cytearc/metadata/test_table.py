@@ -15,7 +15,12 @@ import scipy.sparse as sp
 import zarr
 
 from cytearc import DataStore, SparseToZarr
-from cytearc.errors import CyteArcError, ReadOnlyStoreError, ReservedColumnError
+from cytearc.errors import (
+    CyteArcError,
+    ReadOnlyStoreError,
+    ReservedColumnError,
+    StoreDamageError,
+)
 from cytearc.metadata.encoding import ENCODING_ATTRIBUTE
 from cytearc.metadata.table import MetaData, write_table
 from cytepool.testing import tree_snapshot
@@ -406,3 +411,19 @@ def test_a_column_lost_mid_replace_can_be_dropped(tmp_path: Path) -> None:
         table.fetch_all("score")
     table.drop("score")
     assert "score" not in table.columns
+
+
+def test_a_flipped_bit_in_a_column_chunk_is_named(tmp_path: Path) -> None:
+    """Column chunks carry a zstd checksum: a flipped bit raises StoreDamageError, not wrong values."""
+    table = _table(tmp_path)
+    table.insert("score", np.arange(table.n_rows, dtype=np.float64) + 0.5)
+    (chunk,) = (
+        p
+        for p in (tmp_path / "cells.zarr" / "score").rglob("*")
+        if p.is_file() and p.name != "zarr.json"
+    )
+    data = bytearray(chunk.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    chunk.write_bytes(bytes(data))
+    with pytest.raises(StoreDamageError, match=r"score.*cannot be decoded.*cytearc verify"):
+        table.fetch_all("score")
