@@ -99,6 +99,7 @@ def _verify(args: argparse.Namespace) -> int:
     try:
         ds = DataStore(
             args.store,
+            zarr_mode="r+" if args.discard_unpublished else "r",
             mem_budget=args.mem_budget,
             workers=args.workers,
             cluster=args.cluster,
@@ -109,6 +110,9 @@ def _verify(args: argparse.Namespace) -> int:
     except CyteArcError as exc:
         error, code = exc, 1
     else:
+        if args.discard_unpublished:
+            for ref in ds.discard_unpublished_artifacts():
+                print(f"discarded unpublished artifact {ref}", file=sys.stderr)
         report = ds.verify()
         print(json.dumps(report.to_json(), indent=2) if args.json else report)
         if report.damage is not None and not args.json:
@@ -316,6 +320,12 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
         help="read every value and check it against the store's fingerprints, summaries and digests",
     )
     p.add_argument("store")
+    p.add_argument(
+        "--discard-unpublished",
+        action="store_true",
+        help="first delete artifact groups a killed producer left unpublished "
+        "(only when no process is writing to the store)",
+    )
     _engine_arguments(p)
     p.set_defaults(run=_verify)
 

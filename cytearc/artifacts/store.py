@@ -55,6 +55,7 @@ __all__ = [
     "Lineage",
     "PlanReceipt",
     "artifact_refs",
+    "discard_unpublished",
     "find_reusable",
     "lineage",
     "list_artifacts",
@@ -270,6 +271,46 @@ def artifact_refs(
         for scope in scopes
         for kind_name, artifact_id in _kind_groups(root, scope, kind)
     ]
+
+
+def discard_unpublished(root: zarr.Group, *, scopes: list[str]) -> list[ArtifactRef]:
+    """Delete the artifact groups that were never published (``complete`` is not true).
+
+    A producer killed outright (SIGKILL, power loss) leaves its group with
+    ``complete=False``; it is never read or reused, only takes space. Call
+    this only after confirming that no process is writing to the store: a
+    producer still running would lose its group. CyteArc never infers that a
+    producer stopped.
+
+    Parameters
+    ----------
+    root
+        The store's root group, writable.
+    scopes
+        Assay names, and ``""`` for the datastore.
+
+    Returns
+    -------
+    list of ArtifactRef
+        The groups deleted.
+
+    Raises
+    ------
+    ReadOnlyStoreError
+        The store is read-only.
+    """
+    if root.store.read_only:
+        msg = "discarding unpublished artifacts needs a writable store; open it with zarr_mode='r+'"
+        raise ReadOnlyStoreError(msg)
+    removed = []
+    for ref in artifact_refs(root, scopes=scopes):
+        node = root.get(ref.path)
+        if isinstance(node, zarr.Group) and node.attrs.get("complete") is not True:
+            parent = root[ref.path.rsplit("/", 1)[0]]
+            assert isinstance(parent, zarr.Group)
+            del parent[ref.artifact_id]
+            removed.append(ref)
+    return removed
 
 
 def list_artifacts(

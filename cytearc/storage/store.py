@@ -32,6 +32,7 @@ from cytearc.metadata.table import MetaData
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_group
 
 if TYPE_CHECKING:
+    from cytearc.artifacts.refs import ArtifactRef
     from cytearc.storage.verify import VerifyReport
 
 __all__ = ["AnalysisStore", "Assays", "Store", "open_root"]
@@ -364,6 +365,26 @@ class Store:
         from cytearc.storage.verify import verify_store  # noqa: PLC0415 (verify reads artifacts and tables, which import the store)
 
         return verify_store(self)
+
+    def discard_unpublished_artifacts(self) -> list[ArtifactRef]:
+        """Delete the artifact groups a killed producer left unpublished (``complete=False``).
+
+        Call it only after confirming that no process is writing to the
+        store; :meth:`verify` lists such groups as unchecked.
+
+        Returns
+        -------
+        list of ArtifactRef
+            The groups deleted.
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            The store was opened read-only.
+        """
+        from cytearc.artifacts.store import discard_unpublished  # noqa: PLC0415 (artifacts import the store)
+
+        return discard_unpublished(self.root, scopes=["", *self.assays])
 
     @property
     def engine(self) -> Engine:

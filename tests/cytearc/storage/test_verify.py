@@ -257,6 +257,24 @@ def test_artifact_digests_are_recorded_checked_and_not_identity(store: Path) -> 
     assert report.ok
 
 
+def test_unpublished_groups_are_listed_and_discarded_on_request(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A group a killed producer left (complete=False) is unchecked; --discard-unpublished removes it."""
+    ds = _open(store, zarr_mode="r+")
+    normalized = ds.features.normalize("RNA")
+    zarr.open_group(store / normalized.ref.path, mode="r+").attrs["complete"] = False
+    check = {c.item: c for c in _open(store).verify().checks}[normalized.ref.path]
+    assert (check.status, check.note) == (
+        "unchecked",
+        "never published (left by an interrupted producer, never read)",
+    )
+    assert main(["verify", str(store), "--discard-unpublished", "--cluster", "threads"]) == 0
+    assert f"discarded unpublished artifact {normalized.ref}" in capsys.readouterr().err
+    assert not (store / normalized.ref.path).exists()
+    assert _open(store, zarr_mode="r+").discard_unpublished_artifacts() == []
+
+
 def test_the_array_digest_follows_its_specification(store: Path) -> None:
     """An artifact array's digest recomputed with hashlib from the module's description."""
     ds = _open(store, zarr_mode="r+")
