@@ -2,7 +2,8 @@
 
 Each subclasses :class:`CyteArcError`, a :class:`ValueError`, or also the
 builtin it refines (:class:`FileExistsError`, :class:`FileNotFoundError`,
-:class:`PermissionError`, :class:`KeyError`, :class:`TypeError`), so callers
+:class:`PermissionError`, :class:`KeyError`, :class:`TypeError`,
+:class:`OSError`), so callers
 that catch the builtin keep working. Messages name the file or key, what was
 expected, what was found, and the remedy;
 ``tests/cytearc/test_error_messages.py`` pins them.
@@ -23,7 +24,9 @@ __all__ = [
     "AtomicClaimUnsupportedError",
     "ColumnNotFoundError",
     "CountCastError",
+    "CountSummariesError",
     "CyteArcError",
+    "DamagedSourceError",
     "DestinationExistsError",
     "EngineConfigError",
     "FeatureNotFoundError",
@@ -35,6 +38,7 @@ __all__ = [
     "LayoutError",
     "MemBudgetError",
     "MissingArtifactError",
+    "NegativeCountsError",
     "NonFiniteArtifactError",
     "NonFiniteCountsError",
     "OperationArgumentError",
@@ -42,11 +46,15 @@ __all__ = [
     "PlotInputError",
     "ReadOnlyStoreError",
     "RecipeError",
+    "RemoteDestinationError",
+    "RepeatedEntryError",
     "ReservedColumnError",
     "RunNotFoundError",
     "ShardAlignmentError",
     "SourceFormatError",
     "StaleSelectionError",
+    "StoreAccessError",
+    "StoreDamageError",
     "StoreFormatError",
     "StoreNotFoundError",
     "UnmeasuredCellsError",
@@ -76,7 +84,7 @@ class ShardAlignmentError(CyteArcError):
 
 
 class StoreNotFoundError(CyteArcError, FileNotFoundError):
-    """There is no CyteArc store at a local path."""
+    """There is no CyteArc store at a local path (or no ``zarr.json`` at a URL)."""
 
 
 class StoreFormatError(CyteArcError):
@@ -118,6 +126,10 @@ class SourceFormatError(CyteArcError):
 
 class NonFiniteCountsError(CyteArcError):
     """Counts hold NaN or infinity."""
+
+
+class NegativeCountsError(CyteArcError):
+    """Counts hold a negative value where an operation needs non-negative counts (normalization)."""
 
 
 class CountCastError(CyteArcError):
@@ -278,3 +290,33 @@ class AtomicClaimUnsupportedError(LabelClaimError):
 
 class PlotInputError(CyteArcError):
     """Data given to a plotting function has the wrong shape, type or labels."""
+
+
+# --- store damage ---------------------------------------------------------
+
+
+class StoreDamageError(CyteArcError):
+    """A stored chunk fails its checksum or cannot be decoded: the store is damaged (run ``cytearc verify``)."""
+
+
+class CountSummariesError(StoreFormatError):
+    """An assay's count summaries are missing, malformed, incomplete, or bound to other counts."""
+
+
+class StoreAccessError(CyteArcError, OSError):
+    """A remote store cannot be reached or read: the endpoint refuses or times out, or credentials are refused."""
+
+
+# --- source files and destinations of imports -------------------------------
+
+
+class DamagedSourceError(SourceFormatError):
+    """A source file is damaged: truncated or corrupt compressed data, or an HDF5 chunk that cannot be read."""
+
+
+class RepeatedEntryError(DamagedSourceError):
+    """A source file stores one matrix coordinate more than once; file imports refuse it rather than sum the repeats."""
+
+
+class RemoteDestinationError(CyteArcError):
+    """A writer was given a URL (``s3://``, ``gs://``, ...) where it writes only local paths."""

@@ -3,6 +3,16 @@
 A format that lists entries in any order (Matrix Market, CSC H5AD, CSV) is
 read once and its entries bucketed by band of cells into files in a temporary
 directory (:class:`BandBuckets`), which the source removes when it closes.
+The directory is named after the process that writes it
+(``.cytearc-bands.tmp-<pid>-<host>-<token>``, as CytePool names the hidden
+folders of its writers, :mod:`cytepool.cube.atomic`), so a later import
+removes the buckets of a process of this host that was killed
+(:func:`remove_stale_buckets`).
+
+A file that stores one coordinate twice is damaged: the readers refuse it
+with :class:`~cytearc.errors.RepeatedEntryError` rather than sum the repeats
+(only an in-memory matrix, :class:`~cytearc.io.sources.SparseSource`, sums
+them, as SciPy does).
 """
 
 from __future__ import annotations
@@ -18,13 +28,19 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from cytearc.errors import SourceFormatError
-from cytearc.io.sources import canonical_csr
+from cytearc.errors import RepeatedEntryError, SourceFormatError
+from cytearc.io.damage import read_dataset
+from cytepool.cube.atomic import hidden_sibling, reclaim_stale_siblings
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable
+    from typing import TypeAlias
 
     import h5py
+
+    EntryName: TypeAlias = Callable[[int, int], str]
+    """How a reader names the entry at (row of the band, column) in messages: its file and coordinate."""
 
 __all__ = [
     "CHUNK_ENTRIES",
@@ -32,18 +48,21 @@ __all__ = [
     "GENE_EXPRESSION",
     "BandBuckets",
     "band_dtype",
-    "canonical_band",
     "csr_from_triplets",
     "read_compressed_rows",
+    "remove_stale_buckets",
     "validate_band",
     "validate_band_rows",
     "validate_unique_cells",
+    "validate_unique_entries",
 ]
 
 GENE_EXPRESSION: Final = "Gene Expression"
 DEFAULT_BAND_ROWS: Final = 10_000
 CHUNK_ENTRIES: Final = 1 << 20
 """Entries parsed or read per step when a source buckets its file."""
+BUCKETS_NAME: Final = "cytearc-bands"
+"""The name whose hidden siblings in ``TMPDIR`` are the bucket directories."""
 
 
 def band_dtype(dtype: np.dtype) -> np.dtype:
@@ -82,30 +101,70 @@ def validate_unique_cells(ids: np.ndarray, location: str) -> None:
         raise SourceFormatError(msg)
 
 
-def csr_from_triplets(
-    rows: np.ndarray, cols: np.ndarray, values: np.ndarray, *, shape: tuple[int, int]
-) -> sp.csr_matrix:
-    """A canonical CSR matrix from coordinates in source order.
+def _refuse_repeats(ordered: np.ndarray, *, n_cols: int, entry_name: EntryName) -> None:
+    """Raise :class:`~cytearc.errors.RepeatedEntryError` if sorted keys ``row * n_cols + col`` repeat."""
+    repeated = ordered[1:] == ordered[:-1]
+    if not repeated.any():
+        return
+    key = int(ordered[int(np.argmax(repeated))])
+    times = int(np.count_nonzero(ordered == key))
+    row, col = divmod(key, max(n_cols, 1))
+    msg = (
+        f"{entry_name(row, col)} is stored {times} times; a count matrix stores each coordinate "
+        "once, so the file is damaged - write it again from its source (to add repeats up on "
+        "purpose, sum them in memory with scipy's sum_duplicates and import with SparseToZarr)"
+    )
+    raise RepeatedEntryError(msg)
 
-    Values take :func:`band_dtype`; entries at the same coordinate are summed
-    in source order (integers exactly in int64), zeros are dropped and indices
-    sorted.
+
+def validate_unique_entries(
+    rows: np.ndarray, cols: np.ndarray, *, n_cols: int, entry_name: EntryName
+) -> None:
+    """Raise :class:`~cytearc.errors.RepeatedEntryError` if a (row, column) coordinate repeats.
+
+    Parameters
+    ----------
+    rows, cols
+        The coordinates of a band's entries, in any order.
+    n_cols
+        The band's number of columns.
+    entry_name
+        Names the entry at (row, column) of the band, with its file.
+
+    Raises
+    ------
+    RepeatedEntryError
+        Naming the first repeated coordinate (in row, then column order),
+        how often it is stored, and the remedy.
+    """
+    keys = rows.astype(np.int64) * max(n_cols, 1) + cols
+    if keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1])):
+        _refuse_repeats(np.sort(keys), n_cols=n_cols, entry_name=entry_name)
+
+
+def csr_from_triplets(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    *,
+    shape: tuple[int, int],
+    entry_name: EntryName,
+) -> sp.csr_matrix:
+    """A canonical CSR matrix from coordinates in any order, each stored once.
+
+    Values take :func:`band_dtype`; zeros are dropped and indices sorted.
+
+    Raises
+    ------
+    RepeatedEntryError
+        If a coordinate repeats (:func:`validate_unique_entries`).
     """
     values = np.asarray(values, dtype=band_dtype(np.dtype(values.dtype)))
     keys = rows.astype(np.int64) * shape[1] + cols
-    if keys.size > 1 and not bool(np.all(keys[1:] >= keys[:-1])):
+    if keys.size > 1 and not bool(np.all(keys[1:] > keys[:-1])):
         order = np.argsort(keys, kind="stable")
+        _refuse_repeats(keys[order], n_cols=shape[1], entry_name=entry_name)
         rows, cols, values = rows[order], cols[order], values[order]
-    if rows.size > 1:
-        starts = np.empty(rows.size, dtype=bool)
-        starts[0] = True
-        np.not_equal(rows[1:], rows[:-1], out=starts[1:])
-        starts[1:] |= cols[1:] != cols[:-1]
-        if not starts.all():
-            group = np.cumsum(starts) - 1
-            summed = np.zeros(int(group[-1]) + 1, dtype=values.dtype)
-            np.add.at(summed, group, values)
-            rows, cols, values = rows[starts], cols[starts], summed
     nonzero = values != 0
     rows, cols, values = rows[nonzero], cols[nonzero], values[nonzero]
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
@@ -113,12 +172,18 @@ def csr_from_triplets(
     return sp.csr_matrix((values, cols, indptr), shape=shape)
 
 
-def canonical_band(band: sp.csr_matrix) -> sp.csr_matrix:
-    """``band`` in canonical form; float duplicates are summed in source order."""
-    if band.dtype.kind == "f" and not band.has_canonical_format:
-        rows = np.repeat(np.arange(band.shape[0], dtype=np.int64), np.diff(band.indptr))
-        return csr_from_triplets(rows, band.indices, band.data, shape=band.shape)
-    return canonical_csr(band)
+def _validate_unique_in_rows(
+    pointers: np.ndarray, indices: np.ndarray, *, n_cols: int, entry_name: EntryName
+) -> None:
+    """:func:`validate_unique_entries` of a CSR band, in one pass over ``indices`` when each row is sorted."""
+    if indices.size < 2:
+        return
+    descending = np.diff(indices.astype(np.int64, copy=False)) <= 0
+    row_starts = pointers[1:-1] - pointers[0]
+    descending[row_starts[(row_starts > 0) & (row_starts < indices.size)] - 1] = False
+    if descending.any():
+        rows = np.repeat(np.arange(pointers.size - 1, dtype=np.int64), np.diff(pointers))
+        validate_unique_entries(rows, indices, n_cols=n_cols, entry_name=entry_name)
 
 
 def read_compressed_rows(
@@ -130,34 +195,73 @@ def read_compressed_rows(
     stop: int,
     n_cols: int,
     where: str,
+    entry_name: EntryName,
 ) -> sp.csr_matrix:
     """Rows ``start:stop`` of a matrix compressed by row, reading only their slice of the file.
 
-    ``where`` names the matrix in messages. The result is raw (not yet
-    canonical): pass it to :func:`canonical_band`.
+    ``where`` names the matrix in messages, ``entry_name`` an entry of the
+    band. The result holds each coordinate once but is not yet canonical:
+    pass it to :func:`~cytearc.io.sources.canonical_csr`.
+
+    Raises
+    ------
+    SourceFormatError
+        If the pointers or indices are out of range.
+    RepeatedEntryError
+        If a row holds a column twice.
+    DamagedSourceError
+        If HDF5 cannot read the slice.
     """
-    pointers = np.asarray(indptr[start : stop + 1], dtype=np.int64)
+    pointers = np.asarray(read_dataset(indptr, slice(start, stop + 1)), dtype=np.int64)
     first, last = int(pointers[0]), int(pointers[-1])
     if np.any(np.diff(pointers) < 0) or first < 0 or last > data.shape[0]:
         msg = f"{where}: indptr[{start}:{stop + 1}] is not a non-decreasing run of offsets into {data.shape[0]} stored values; the file is damaged"
         raise SourceFormatError(msg)
-    band_indices = np.asarray(indices[first:last])
+    band_indices = read_dataset(indices, slice(first, last))
     if band_indices.size and (band_indices.min() < 0 or band_indices.max() >= n_cols):
         msg = f"{where}: rows {start}:{stop} hold column indices outside 0:{n_cols}; the file is damaged"
         raise SourceFormatError(msg)
+    _validate_unique_in_rows(pointers, band_indices, n_cols=n_cols, entry_name=entry_name)
     return sp.csr_matrix(
-        (np.asarray(data[first:last]), band_indices, pointers - first), shape=(stop - start, n_cols)
+        (read_dataset(data, slice(first, last)), band_indices, pointers - first),
+        shape=(stop - start, n_cols),
     )
+
+
+def remove_stale_buckets(directory: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the bucket directories of processes of this host that no longer run.
+
+    A directory ``.cytearc-bands.tmp-<pid>-<host>-<token>`` is stale when
+    ``<host>`` is this host and no process ``<pid>`` runs (a killed import
+    left it); :func:`cytepool.cube.atomic.reclaim_stale_siblings` decides
+    and removes. Directories of live processes, of other hosts sharing
+    ``directory``, and of any other name are kept.
+
+    Parameters
+    ----------
+    directory
+        Where bucket directories are made; by default
+        :func:`tempfile.gettempdir` (``TMPDIR``).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The directories removed.
+    """
+    root = Path(tempfile.gettempdir() if directory is None else directory)
+    return reclaim_stale_siblings(root / BUCKETS_NAME)
 
 
 class BandBuckets:
     """Matrix entries bucketed on disk by band of rows, for files not stored in row order.
 
     Entries are appended with :meth:`add` in source order to one file per band
-    (and value dtype) in a new :func:`tempfile.mkdtemp` directory under
-    ``TMPDIR``; :meth:`read` loads only the buckets a band of rows overlaps.
-    :meth:`close` (or garbage collection) removes the directory. Rows within a
-    band and columns are stored as 32-bit indices.
+    (and value dtype) in a new directory under ``TMPDIR``, private to its
+    user and named ``.cytearc-bands.tmp-<pid>-<host>-<token>``; creating one
+    first removes those of dead processes (:func:`remove_stale_buckets`).
+    :meth:`read` loads only the buckets a band of rows overlaps. :meth:`close`
+    (or garbage collection) removes the directory. Rows within a band and
+    columns are stored as 32-bit indices.
 
     Parameters
     ----------
@@ -168,7 +272,9 @@ class BandBuckets:
     def __init__(self, *, band_rows: int) -> None:
         validate_band_rows(band_rows)
         self.band_rows = band_rows
-        self.directory = Path(tempfile.mkdtemp(prefix="cytearc-bands-"))
+        remove_stale_buckets()
+        self.directory = hidden_sibling(Path(tempfile.gettempdir()) / BUCKETS_NAME)
+        self.directory.mkdir(mode=0o700)
         self._cleanup = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
         self._value_dtypes: dict[int, list[np.dtype]] = {}
 
@@ -218,8 +324,14 @@ class BandBuckets:
             if value_dtype not in known:
                 known.append(value_dtype)
 
-    def read(self, start: int, stop: int, *, n_cols: int, dtype: np.dtype) -> sp.csr_matrix:
-        """Rows ``start:stop`` of ``n_cols`` columns, canonical, of values stored as ``dtype``."""
+    def read(
+        self, start: int, stop: int, *, n_cols: int, dtype: np.dtype, entry_name: EntryName
+    ) -> sp.csr_matrix:
+        """Rows ``start:stop`` of ``n_cols`` columns, canonical, of values stored as ``dtype``.
+
+        ``entry_name`` names an entry of the band (its row counted from
+        ``start``) when a coordinate repeats (:func:`csr_from_triplets`).
+        """
         if not self._cleanup.alive:
             msg = f"{self.directory}: the buckets are closed"
             raise ValueError(msg)
@@ -242,6 +354,7 @@ class BandBuckets:
             np.concatenate(cols),
             np.concatenate(values),
             shape=(stop - start, n_cols),
+            entry_name=entry_name,
         )
 
     def close(self) -> None:

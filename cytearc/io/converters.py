@@ -2,7 +2,9 @@
 
 ``SparseToZarr`` imports an in-memory matrix; ``CrToZarr`` (10x HDF5),
 ``MtxToZarr`` (10x Matrix Market), ``H5adToZarr`` and ``CSVtoZarr`` import
-files, whose readers live beside this module. Each takes the source, the
+files, whose readers live beside this module; they check the destination
+(:func:`~cytearc.storage.destinations.validate_destination`) before they open
+their file, and :meth:`ToZarr.dump` checks it again. Each takes the source, the
 destination, the options of its reader and those of
 :func:`~cytearc.io.importer.write_store`, all keyword-only after the first
 two; :meth:`ToZarr.dump` writes the store. The functions
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from cytearc.io.importer import ImportResult, document_store_options, write_store
 from cytearc.io.sources import CountSource, SparseSource
+from cytearc.storage.destinations import validate_destination
 
 if TYPE_CHECKING:
     import os
@@ -247,6 +250,7 @@ class CrToZarr(ToZarr):
     ) -> None:
         from cytearc.io.tenx import TenxH5Source  # noqa: PLC0415 (h5py only when used)
 
+        validate_destination(zarr_loc, overwrite=overwrite)
         super().__init__(
             TenxH5Source(path, genome=genome),
             zarr_loc,
@@ -306,6 +310,7 @@ class MtxToZarr(ToZarr):
     ) -> None:
         from cytearc.io.tenx import TenxMtxSource  # noqa: PLC0415
 
+        validate_destination(zarr_loc, overwrite=overwrite)
         super().__init__(
             TenxMtxSource(path),
             zarr_loc,
@@ -368,6 +373,7 @@ class H5adToZarr(ToZarr):
     ) -> None:
         from cytearc.io.h5ad import H5adSource  # noqa: PLC0415
 
+        validate_destination(zarr_loc, overwrite=overwrite)
         super().__init__(
             H5adSource(path, layer=layer),
             zarr_loc,
@@ -442,6 +448,7 @@ class CSVtoZarr(ToZarr):
     ) -> None:
         from cytearc.io.csv import CsvSource  # noqa: PLC0415
 
+        validate_destination(zarr_loc, overwrite=overwrite)
         super().__init__(
             CsvSource(path, orientation=orientation, sep=sep, index_col=index_col),
             zarr_loc,

@@ -6,10 +6,14 @@ numbers and its non-zero entries are bucketed by band of cells into files in
 a temporary directory (transposed first when features are the rows), which
 ``close`` removes. Values are int64 when every entry is an integer and
 float64 otherwise; text such as ``nan``, ``inf`` or an empty field is refused.
+A header of one field (a table whose separator is not the one given) is
+refused naming ``sep``, and truncated or corrupt compressed data raises
+:class:`~cytearc.errors.DamagedSourceError` naming the line.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -24,10 +28,12 @@ from cytearc.io.bands import (
     validate_band,
     validate_unique_cells,
 )
+from cytearc.io.damage import DECOMPRESSION_ERRORS, damaged_text
 from cytearc.io.sources import FileSource
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Iterator
 
     import scipy.sparse as sp
 
@@ -38,6 +44,8 @@ CHUNK_VALUES: Final = 1 << 22
 """Table fields parsed per chunk."""
 TAB_SUFFIXES: Final = (".tsv", ".txt")
 """Suffixes (before an optional ``.gz``) of tab-separated tables."""
+_SEPARATORS: Final = (",", "\t", ";", "|", " ")
+"""Delimiters a one-field header is searched for, to name the likely one."""
 
 
 def default_separator(path: str | os.PathLike[str]) -> str:
@@ -85,7 +93,10 @@ class CsvSource(FileSource):
     ------
     SourceFormatError
         If a field is not a number (naming the file, line, row and column),
-        a row has more fields than the header, or cell ids repeat.
+        the header has one field (check ``sep``), a row has more fields than
+        the header, or cell ids repeat.
+    DamagedSourceError
+        If compressed data is truncated or corrupt.
 
     Examples
     --------
@@ -146,10 +157,21 @@ class CsvSource(FileSource):
         except FileNotFoundError as error:
             msg = f"{self._path}: no such file; give the CSV table of counts"
             raise SourceFormatError(msg) from error
+        except DECOMPRESSION_ERRORS as error:
+            raise damaged_text(self._path, error) from error
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
             msg = f"{self._path}: cannot read a header row of ids ({error})"
             raise SourceFormatError(msg) from error
         header = [str(field) for field in first.iloc[0].tolist()]
+        if len(header) == 1:
+            found = [sep for sep in _SEPARATORS if sep != self._sep and sep in header[0]]
+            hint = f"; the header holds {found[0]!r}: pass sep={found[0]!r}" if found else ""
+            msg = (
+                f"{self._path}: the header {header[0][:80]!r} is one field when split at {self._sep!r}; "
+                f"a count table has a column of ids and a column per feature or cell - check the "
+                f"separator and pass sep= (--sep on the command line){hint}"
+            )
+            raise SourceFormatError(msg)
         if not 0 <= self._index_col < len(header):
             msg = (
                 f"{self._path}: index_col={self._index_col} but the header has {len(header)} fields"
@@ -161,30 +183,28 @@ class CsvSource(FileSource):
         self, n_fields: int, column_ids: np.ndarray, *, transpose: bool
     ) -> tuple[np.ndarray, np.dtype]:
         """Parse the table into the buckets; return the row ids and the value dtype."""
-        reader = pd.read_csv(
-            self._path,
-            sep=self._sep,
-            header=None,
-            skiprows=1,
-            names=list(range(n_fields)),
-            index_col=self._index_col,
-            dtype={self._index_col: str},
-            na_filter=False,
-            float_precision="round_trip",
-            chunksize=max(1, CHUNK_VALUES // n_fields),
-        )
+        with self._parsing(n_fields):
+            reader = pd.read_csv(
+                self._path,
+                sep=self._sep,
+                header=None,
+                skiprows=1,
+                names=list(range(n_fields)),
+                index_col=self._index_col,
+                dtype={self._index_col: str},
+                na_filter=False,
+                float_precision="round_trip",
+                chunksize=max(1, CHUNK_VALUES // n_fields),
+            )
         ids: list[np.ndarray] = []
         dtype = np.dtype(np.int64)
         offset = 0
         with reader:
             while True:
-                try:
-                    chunk = next(reader)
-                except StopIteration:
+                with self._parsing(n_fields):
+                    chunk = next(reader, None)
+                if chunk is None:
                     break
-                except (pd.errors.ParserError, ValueError) as error:
-                    msg = f"{self._path}: a row does not have the {n_fields} fields of the header ({error})"
-                    raise SourceFormatError(msg) from error
                 values = self._numbers(chunk, column_ids, offset)
                 dtype = np.promote_types(dtype, values.dtype)
                 rows, cols = np.nonzero(values)
@@ -197,8 +217,21 @@ class CsvSource(FileSource):
         row_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=object)
         return row_ids, dtype
 
+    @contextlib.contextmanager
+    def _parsing(self, n_fields: int) -> Iterator[None]:
+        """Turn what pandas raises into an error naming the file."""
+        try:
+            yield
+        except DECOMPRESSION_ERRORS as error:
+            raise damaged_text(self._path, error) from error
+        except (pd.errors.ParserError, ValueError) as error:
+            msg = f"{self._path}: a row does not have the {n_fields} fields of the header ({error})"
+            raise SourceFormatError(msg) from error
+
     def _numbers(self, chunk: pd.DataFrame, column_ids: np.ndarray, offset: int) -> np.ndarray:
         """The chunk's values as one numeric array; a non-number raises naming its cell."""
+        if chunk.empty:
+            return np.zeros(chunk.shape, dtype=np.int64)
         for position, dtype in enumerate(chunk.dtypes):
             column = chunk.iloc[:, position]
             if dtype.kind in "iu":
@@ -239,7 +272,16 @@ class CsvSource(FileSource):
             If the band is outside the cells.
         """
         validate_band(start, stop, self.shape[0], self.location)
-        return self._buckets.read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+        return self._buckets.read(
+            start,
+            stop,
+            n_cols=self.shape[1],
+            dtype=self._dtype,
+            entry_name=lambda row, column: (
+                f"{self._path}: the field of cell {self._cells['ids'].iat[start + row]!r} "
+                f"and feature {self._features['ids'].iat[column]!r}"
+            ),
+        )
 
     def close(self) -> None:
         """Remove the buckets."""

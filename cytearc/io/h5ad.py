@@ -7,6 +7,11 @@ cells in a temporary directory that ``close`` removes. ``obs`` and ``var``
 are decoded from AnnData's element encodings (``dataframe``,
 ``string-array``, ``categorical``, ``nullable-*`` and the pre-0.7
 ``__categories`` layout).
+
+A sparse matrix that stores a coordinate twice is refused as damage
+(:class:`~cytearc.errors.RepeatedEntryError`), and an HDF5 chunk that cannot
+be read raises :class:`~cytearc.errors.DamagedSourceError` naming the file
+and the dataset.
 """
 
 from __future__ import annotations
@@ -17,24 +22,27 @@ from typing import TYPE_CHECKING, Final
 import h5py
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
-from cytearc.errors import SourceFormatError
+from cytearc.errors import DamagedSourceError, SourceFormatError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
     BandBuckets,
-    canonical_band,
     read_compressed_rows,
     validate_band,
     validate_band_rows,
     validate_unique_cells,
 )
-from cytearc.io.sources import FileSource
+from cytearc.io.damage import read_dataset
+from cytearc.io.sources import FileSource, canonical_csr
 
 if TYPE_CHECKING:
     import os
+
+    import scipy.sparse as sp
+
+    from cytearc.io.bands import EntryName
 
 __all__ = ["H5adSource"]
 
@@ -60,7 +68,7 @@ def _where(node: h5py.Dataset | h5py.Group) -> str:
 
 
 def _strings(dataset: h5py.Dataset) -> np.ndarray:
-    return np.asarray(dataset.asstr()[()], dtype=object)
+    return read_dataset(dataset, strings=True)
 
 
 def _read_array(dataset: h5py.Dataset) -> np.ndarray:
@@ -69,7 +77,7 @@ def _read_array(dataset: h5py.Dataset) -> np.ndarray:
         raise SourceFormatError(msg)
     if h5py.check_string_dtype(dataset.dtype) is not None:
         return _strings(dataset)
-    values: np.ndarray = dataset[()]
+    values = read_dataset(dataset)
     if values.dtype.kind not in "biuf":
         msg = f"{_where(dataset)}: a column of {values.dtype} is not supported"
         raise SourceFormatError(msg)
@@ -197,6 +205,11 @@ class H5adSource(FileSource):
         try:
             self._file = h5py.File(self._path, "r")
         except OSError as error:
+            if "truncated file" in str(error):
+                msg = (
+                    f"{self._path}: the HDF5 file is truncated ({error}); copy or download it again"
+                )
+                raise DamagedSourceError(msg) from error
             msg = f"{self._path}: cannot open as an HDF5 file ({error}); give an .h5ad file"
             raise SourceFormatError(msg) from error
         self._band_rows = band_rows
@@ -298,6 +311,12 @@ class H5adSource(FileSource):
         }
         return _table(first, columns, where)
 
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The names of the file's layers (``/layers``), sorted."""
+        layers = self._file.get("layers")
+        return tuple(sorted(layers)) if isinstance(layers, h5py.Group) else ()
+
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop``: their rows of a dense or CSR matrix, or their CSC buckets.
 
@@ -319,15 +338,19 @@ class H5adSource(FileSource):
             If the source is closed.
         SourceFormatError
             If the stored pointers or indices are out of range.
+        RepeatedEntryError
+            If a sparse matrix stores a coordinate twice.
+        DamagedSourceError
+            If HDF5 cannot read the band.
         """
         validate_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"
             raise ValueError(msg)
         if self._format == "dense":
-            return canonical_band(sp.csr_matrix(np.asarray(self._matrix[start:stop])))
+            return canonical_csr(read_dataset(self._matrix, slice(start, stop)))
         if self._format == "csr":
-            return canonical_band(
+            return canonical_csr(
                 read_compressed_rows(
                     self._matrix["data"],
                     self._matrix["indices"],
@@ -336,9 +359,22 @@ class H5adSource(FileSource):
                     stop=stop,
                     n_cols=self.shape[1],
                     where=f"{self.location}: {self._key}",
+                    entry_name=self._entry_name(start),
                 )
             )
-        return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+        return self._bucketed().read(
+            start, stop, n_cols=self.shape[1], dtype=self._dtype, entry_name=self._entry_name(start)
+        )
+
+    def _entry_name(self, start: int) -> EntryName:
+        def name(row: int, column: int) -> str:
+            cell = start + row
+            return (
+                f"{self.location}: {self._key}: the entry of cell {cell} ({self._cells['ids'].iat[cell]!r}) "
+                f"and feature {column} ({self._features['ids'].iat[column]!r})"
+            )
+
+        return name
 
     def _bucketed(self) -> BandBuckets:
         if self._buckets is None:
@@ -348,7 +384,7 @@ class H5adSource(FileSource):
     def _fill(self, buckets: BandBuckets) -> None:
         n_cells, n_features = self.shape
         where = f"{self.location}: {self._key}"
-        pointers = np.asarray(self._matrix["indptr"][()], dtype=np.int64)
+        pointers = np.asarray(read_dataset(self._matrix["indptr"]), dtype=np.int64)
         data, indices = self._matrix["data"], self._matrix["indices"]
         if pointers.size != n_features + 1 or np.any(np.diff(pointers) < 0):
             msg = f"{where}/indptr is not {n_features + 1} non-decreasing offsets"
@@ -358,14 +394,14 @@ class H5adSource(FileSource):
             end = int(np.searchsorted(pointers, pointers[column] + CHUNK_ENTRIES, side="right"))
             end = min(max(end - 1, column + 1), n_features)
             first, last = int(pointers[column]), int(pointers[end])
-            cells = np.asarray(indices[first:last], dtype=np.int64)
+            cells = np.asarray(read_dataset(indices, slice(first, last)), dtype=np.int64)
             if cells.size and (cells.min() < 0 or cells.max() >= n_cells):
                 msg = f"{where}: columns {column}:{end} hold row indices outside 0:{n_cells}"
                 raise SourceFormatError(msg)
             features = np.repeat(
                 np.arange(column, end, dtype=np.int64), np.diff(pointers[column : end + 1])
             )
-            buckets.add(cells, features, np.asarray(data[first:last]))
+            buckets.add(cells, features, read_dataset(data, slice(first, last)))
             column = end
 
     def close(self) -> None:

@@ -1,28 +1,35 @@
 """Writing a :class:`~cytearc.io.sources.CountSource` into a new CyteArc store.
 
-One pass over the source finds the value range of each assay (refusing NaN
-and infinity) before the destination is created; a second writes the counts,
-band by band, on the engine. The store's root attribute ``cytearc:complete``
-is set last, so an interrupted import leaves a store that never opens.
+Before the destination is created, every import checks that the source has
+cells and features and unique cell ids, makes repeated feature ids unique (as
+anndata's ``var_names_make_unique`` does, with a warning), and makes one pass
+over the source to find the value range of each assay, refusing NaN and
+infinity and warning of negative values and of non-integer values in an
+assay of counts. A second pass writes the counts, band by band, on the
+engine. The store's root attribute ``cytearc:complete`` is set last, so an
+interrupted import leaves a store that never opens.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
 import numpy as np
 from tqdm import tqdm
 
+from cytearc._warnings import warn_user
 from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type
 from cytearc.engine.arrays import aligned_rows
 from cytearc.engine.cluster import Engine, get_engine
-from cytearc.errors import CyteArcError, MemBudgetError
-from cytearc.io.sources import CountSource, iter_bands
+from cytearc.errors import CyteArcError, MemBudgetError, SourceFormatError
+from cytearc.io.bands import validate_unique_cells
+from cytearc.io.sources import CountSource, LayeredSource, iter_bands
 from cytearc.metadata.table import write_table
 from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_values
-from cytearc.storage.counts import CountsWriter, CountsWritten
+from cytearc.storage.counts import SUMMARY_COMPRESSORS, CountsWriter, CountsWritten
 from cytearc.storage.destinations import create_destination, validate_destination
 from cytearc.storage.layout import DEFAULT_LAYOUT, CountLayout
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION
@@ -46,6 +53,8 @@ if TYPE_CHECKING:
 __all__ = ["ImportResult", "write_store"]
 
 SCAN_ROWS: Final = 8192
+COUNT_TYPES: Final = frozenset({"RNA", "URNA", "ADT", "HTO", "ATAC", "CRISPR", "ANTIGEN"})
+"""Assay types whose values are counts of molecules or reads, so integers; others may hold scores."""
 
 STORE_OPTIONS_DOC: Final = """\
     assay_split_key
@@ -81,11 +90,21 @@ STORE_OPTIONS_DOC: Final = """\
 """The numpydoc entries of the options every import takes (:func:`write_store`'s)."""
 
 STORE_RAISES_DOC: Final = """\
+    RemoteDestinationError
+        If the destination is a URL (``s3://`` ...): stores are written to
+        local paths only.
     DestinationExistsError
         If the destination holds anything but an unprepared CyteArc store
         that ``overwrite`` may replace.
+    SourceFormatError
+        If the source has no cells or no features, or cell ids repeat; the
+        destination is not created.
     NonFiniteCountsError
         If a count is NaN or infinite; the destination is not created.
+    DamagedSourceError
+        If a source file is truncated or corrupt, naming the line or
+        dataset; its subclass RepeatedEntryError if it stores a coordinate
+        twice. The destination is not created.
     MemBudgetError
         If the layout's bands do not fit a worker's memory; the message
         names the halving of the layout that fits.
@@ -167,20 +186,134 @@ def _assays_of(
     return {name: np.flatnonzero((labels == name).to_numpy()) for name in dict.fromkeys(labels)}
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Scanned:
+    """What the pass over an assay's values found."""
+
+    range: ValueRange
+    negative: int = 0
+    non_integer: int = 0
+
+    def merge(self, values: np.ndarray, *, where: str) -> _Scanned:
+        return _Scanned(
+            range=self.range.merge(scan_values(values, where=where)),
+            negative=self.negative + int(np.count_nonzero(values < 0)),
+            non_integer=self.non_integer
+            + (
+                int(np.count_nonzero(values != np.floor(values))) if values.dtype.kind == "f" else 0
+            ),
+        )
+
+
 def _scan(
     source: CountSource, assays: Mapping[str, np.ndarray], *, show_progress: bool
-) -> dict[str, ValueRange]:
-    ranges = {name: ValueRange(source=np.dtype(source.dtype)) for name in assays}
+) -> dict[str, _Scanned]:
+    scanned = {name: _Scanned(range=ValueRange(source=np.dtype(source.dtype))) for name in assays}
     n_cells = source.shape[0]
     bar = tqdm(total=n_cells, desc="scan counts", unit="cells", disable=not show_progress)
     for start, band in iter_bands(source, SCAN_ROWS):
         for name, columns in assays.items():
             part = band[:, columns] if len(assays) > 1 else band
             where = f"{source.location}: assay {name}, cells {start}:{start + band.shape[0]}"
-            ranges[name] = ranges[name].merge(scan_values(part.data, where=where))
+            scanned[name] = scanned[name].merge(part.data, where=where)
         bar.update(band.shape[0])
     bar.close()
-    return ranges
+    return scanned
+
+
+def _validate_shape(source: CountSource) -> None:
+    n_cells, n_features = source.shape
+    if n_cells == 0 or n_features == 0:
+        msg = (
+            f"{source.location}: the matrix has {n_cells} cells and {n_features} features; an import "
+            "needs at least one of each - check that this is the matrix you meant (filtered or raw, "
+            "the genome, the layer)"
+        )
+        raise SourceFormatError(msg)
+
+
+def _unique_feature_ids(features: pd.DataFrame, *, location: str) -> pd.DataFrame:
+    """``features`` with repeated ``ids`` made unique as anndata's ``var_names_make_unique`` does.
+
+    The first of each repeated id is kept; the others become ``id-1``,
+    ``id-2``, ..., skipping a suffix that is already an id. ``names`` keeps
+    the original values. A warning names the repeated ids and how many.
+
+    Parameters
+    ----------
+    features
+        The source's feature table, with ``ids``.
+    location
+        The source, for the warning.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``features`` itself when its ids are unique, else a copy with new ids.
+
+    Examples
+    --------
+    >>> import warnings, pandas as pd
+    >>> table = pd.DataFrame({"ids": ["a", "a", "a-1", "b", "a"], "names": list("AAABA")})
+    >>> with warnings.catch_warnings(record=True):
+    ...     _unique_feature_ids(table, location="t.csv")["ids"].tolist()
+    ['a', 'a-2', 'a-1', 'b', 'a-3']
+    """
+    ids = features["ids"].astype(str)
+    repeated = ids.duplicated(keep="first").to_numpy()
+    if not repeated.any():
+        return features
+    taken = set(ids)
+    counter: Counter[str] = Counter()
+    new_ids = ids.to_numpy(dtype=object).copy()
+    for position in np.flatnonzero(repeated):
+        base = new_ids[position]
+        while True:
+            counter[base] += 1
+            candidate = f"{base}-{counter[base]}"
+            if candidate not in taken:
+                break
+        taken.add(candidate)
+        new_ids[position] = candidate
+    times = Counter(ids[repeated])
+    shown = ", ".join(f"{key!r} ({n + 1} times)" for key, n in list(times.items())[:5])
+    more = f" and {len(times) - 5} more" if len(times) > 5 else ""
+    warn_user(
+        f"{location}: {len(times)} feature ids appear more than once: {shown}{more}; "
+        f"{int(repeated.sum())} features were renamed id-1, id-2, ... as anndata's "
+        "var_names_make_unique does (their names keep the originals) - give unique ids in the "
+        "source to choose others"
+    )
+    unique = features.copy()
+    unique["ids"] = new_ids
+    return unique
+
+
+def _warn_of_values(
+    source: CountSource, scanned: Mapping[str, _Scanned], types: Mapping[str, str]
+) -> None:
+    """Warn of negative values, and of non-integer values in an assay of counts."""
+    for name, found in scanned.items():
+        if found.negative:
+            warn_user(
+                f"{source.location}: assay {name} holds {found.negative} negative values (the "
+                f"smallest {found.range.minimum}); they are stored as given, in a signed dtype, but "
+                "normalization and the other count-based analyses refuse negative counts - import "
+                "the raw counts"
+            )
+        if found.non_integer and types[name] in COUNT_TYPES:
+            layers = source.layers if isinstance(source, LayeredSource) else None
+            where = (
+                f" (this file's layers: {list(layers)})"
+                if layers
+                else " (for an H5AD file, the layer that holds them)"
+            )
+            warn_user(
+                f"{source.location}: assay {name} of type {types[name]} holds {found.non_integer} "
+                "non-integer values where counts are integers; normalized values would be "
+                "normalized again - import the raw counts instead: layer='counts' (--layer counts "
+                f"on the command line){where}"
+            )
 
 
 def _fit_layout(
@@ -264,6 +397,8 @@ def _write_summaries(group: zarr.Group, written: CountsWritten) -> None:
             dtype=values.dtype,
             chunks=(max(1, min(len(values), 1 << 20)),),
             dimension_names=(dim,),
+            compressors=SUMMARY_COMPRESSORS,
+            config={"write_empty_chunks": True},
         )
         if len(values):
             array[:] = values
@@ -323,17 +458,20 @@ def write_store(
     ({'RNA': (3, 2)}, {'RNA': 'uint8'})
     """
     path = validate_destination(destination, overwrite=overwrite)
+    _validate_shape(source)
+    validate_unique_cells(source.cells["ids"].to_numpy(), source.location)
     engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
     codec = compressor(compression, error=CyteArcError)
     n_cells, _ = source.shape
-    features = source.features.reset_index(drop=True)
+    features = _unique_feature_ids(source.features.reset_index(drop=True), location=source.location)
     assays = _assays_of(features, assay_split_key)
     types = {
         name: resolve_assay_type(name, explicit=(assay_types or {}).get(name), where=str(path))
         for name in assays
     }
-    ranges = _scan(source, assays, show_progress=show_progress)
-    dtypes = {name: resolve_count_dtype(ranges[name]) for name in assays}
+    scanned = _scan(source, assays, show_progress=show_progress)
+    _warn_of_values(source, scanned, types)
+    dtypes = {name: resolve_count_dtype(scanned[name].range) for name in assays}
     layouts = {
         name: _fit_layout(
             layout or DEFAULT_LAYOUT,

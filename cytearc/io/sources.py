@@ -14,9 +14,12 @@ Conventions every source keeps:
   "Gene Expression" when the format has none), as strings, plus any other
   columns the format carries.
 - :meth:`CountSource.read_band` returns a ``scipy.sparse.csr_matrix`` of the
-  rows ``start:stop`` (cells) and all features, canonical: duplicate entries
-  summed (integers in int64 exactly, floats in source order), indices sorted,
-  explicit zeros removed, in the source's dtype widened to int64 for integers.
+  rows ``start:stop`` (cells) and all features, canonical: each coordinate
+  once, indices sorted, explicit zeros removed, in the source's dtype widened
+  to int64 for integers. A file that stores a coordinate twice is damaged and
+  its reader raises :class:`~cytearc.errors.RepeatedEntryError`; only
+  :class:`SparseSource`, an in-memory matrix, sums repeated coordinates (in
+  int64 for integers), as SciPy does.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CountSource",
     "FileSource",
+    "LayeredSource",
     "SparseSource",
     "canonical_csr",
     "iter_bands",
@@ -79,6 +83,16 @@ class CountSource(Protocol):
 
     def close(self) -> None:
         """Release open files."""
+        ...
+
+
+@runtime_checkable
+class LayeredSource(Protocol):
+    """A source read from one of several matrices of its file (an H5AD file's ``X`` or layers)."""
+
+    @property
+    def layers(self) -> tuple[str, ...]:
+        """The names of the file's layers."""
         ...
 
 
@@ -132,7 +146,11 @@ class FileSource:
 
 
 def canonical_csr(matrix: sp.spmatrix | sp.sparray | np.ndarray) -> sp.csr_matrix:
-    """A canonical CSR copy: duplicates summed (integers in int64), sorted, no explicit zeros."""
+    """A canonical CSR copy: duplicates summed (integers in int64), sorted, no explicit zeros.
+
+    The file readers call it on bands they have checked hold each coordinate
+    once, so only :class:`SparseSource` ever sums here.
+    """
     csr = sp.csr_matrix(matrix)
     if csr.dtype.kind in "biu":
         csr = csr.astype(np.int64)

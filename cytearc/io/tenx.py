@@ -6,15 +6,24 @@ Both formats store features x cells. In HDF5 the matrix is compressed by cell
 in any order, so on first use its entries are bucketed by band of cells into
 files in a temporary directory (:class:`BandBuckets`) that ``close`` removes.
 
-The shared pieces live in :mod:`cytearc.io.bands`.
+Both readers fail closed: an entry line of a Matrix Market file must hold
+exactly ``row column value`` (``row column`` for ``pattern``), a coordinate
+stored twice is refused as damage (:class:`~cytearc.errors.RepeatedEntryError`),
+and truncated or corrupt gzip data or HDF5 chunks raise
+:class:`~cytearc.errors.DamagedSourceError` naming the file and the line or
+dataset. The shared pieces live in :mod:`cytearc.io.bands` and
+:mod:`cytearc.io.damage`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
-import gzip
 import os
+import re
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Final
 
@@ -22,38 +31,43 @@ import h5py
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import SourceFormatError
+from cytearc.errors import DamagedSourceError, SourceFormatError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
     BandBuckets,
-    canonical_band,
     csr_from_triplets,
     read_compressed_rows,
     validate_band,
     validate_band_rows,
     validate_unique_cells,
 )
-from cytearc.io.sources import FileSource
+from cytearc.io.damage import DECOMPRESSION_ERRORS, damaged_text, open_text, read_dataset
+from cytearc.io.sources import FileSource, canonical_csr
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     import scipy.sparse as sp
 
+    from cytearc.io.bands import EntryName
+
 __all__ = ["TenxH5Source", "TenxMtxSource"]
 
 
 _V3_COLUMNS: Final = {"id": "ids", "name": "names", "feature_type": "feature_types"}
 _ARC_EXTRA_COLUMNS: Final = ("chrom", "start", "end")
+_INTEGER: Final = re.compile(r"[+-]?[0-9]+")
+_PARSE_ERRORS: Final = (pd.errors.ParserError, pd.errors.ParserWarning, ValueError, OverflowError)
+"""What pandas raises for a malformed entry (its ParserWarning made an error)."""
 
 
 def _h5_strings(dataset: h5py.Dataset, where: str) -> np.ndarray:
     if h5py.check_string_dtype(dataset.dtype) is None:
         msg = f"{where}: expected strings, found {dataset.dtype}"
         raise SourceFormatError(msg)
-    return np.asarray(dataset.asstr()[()], dtype=object)
+    return read_dataset(dataset, strings=True)
 
 
 class TenxH5Source(FileSource):
@@ -85,6 +99,11 @@ class TenxH5Source(FileSource):
         try:
             self._file = h5py.File(self._path, "r")
         except OSError as error:
+            if "truncated file" in str(error):
+                msg = (
+                    f"{self._path}: the HDF5 file is truncated ({error}); copy or download it again"
+                )
+                raise DamagedSourceError(msg) from error
             msg = f"{self._path}: cannot open as an HDF5 file ({error}); give the Cell Ranger .h5 matrix"
             raise SourceFormatError(msg) from error
         try:
@@ -108,7 +127,7 @@ class TenxH5Source(FileSource):
             if key not in group:
                 msg = f"{self._path}: {group.name}/{key} is missing; the file is not a complete 10x matrix"
                 raise SourceFormatError(msg)
-        stored_shape = np.atleast_1d(group["shape"][()])
+        stored_shape = np.atleast_1d(read_dataset(group["shape"]))
         if stored_shape.shape != (2,):
             msg = f"{self._path}: {group.name}/shape is {stored_shape.tolist()}, not (features, cells)"
             raise SourceFormatError(msg)
@@ -129,6 +148,7 @@ class TenxH5Source(FileSource):
                 raise SourceFormatError(msg)
         validate_unique_cells(barcodes, f"{self._path}: {group.name}/barcodes")
         self._n_stored_features = n_features
+        self._stored_feature_ids = features["ids"].to_numpy()
         self._keep: np.ndarray | None = None
         if genome_filter is not None:
             keep = features["genome"].to_numpy() == genome_filter
@@ -198,7 +218,7 @@ class TenxH5Source(FileSource):
             ):
                 continue
             is_text = h5py.check_string_dtype(node.dtype) is not None
-            columns[key] = _h5_strings(node, f"{where}/{key}") if is_text else node[()]
+            columns[key] = _h5_strings(node, f"{where}/{key}") if is_text else read_dataset(node)
         return pd.DataFrame(columns)
 
     def _checked_genome(self, genome: str | None, features: pd.DataFrame) -> str | None:
@@ -240,11 +260,16 @@ class TenxH5Source(FileSource):
             If the source is closed.
         SourceFormatError
             If the stored pointers or indices are out of range.
+        RepeatedEntryError
+            If a cell holds a feature twice.
+        DamagedSourceError
+            If HDF5 cannot read the band's slice.
         """
         validate_band(start, stop, self.shape[0], self.location)
         if not self._file.id.valid:
             msg = f"{self.location}: the source is closed"
             raise ValueError(msg)
+        entry_name = self._entry_name(start)
         band = read_compressed_rows(
             self._data,
             self._indices,
@@ -253,15 +278,30 @@ class TenxH5Source(FileSource):
             stop=stop,
             n_cols=self._n_stored_features,
             where=f"{self.location}: {self._group.name}",
+            entry_name=entry_name,
         )
         if self._keep is not None:
             columns = self._keep[band.indices]
             kept = columns >= 0
             rows = np.repeat(np.arange(band.shape[0], dtype=np.int64), np.diff(band.indptr))
             return csr_from_triplets(
-                rows[kept], columns[kept], band.data[kept], shape=(band.shape[0], self.shape[1])
+                rows[kept],
+                columns[kept],
+                band.data[kept],
+                shape=(band.shape[0], self.shape[1]),
+                entry_name=entry_name,
             )
-        return canonical_band(band)
+        return canonical_csr(band)
+
+    def _entry_name(self, start: int) -> EntryName:
+        def name(row: int, column: int) -> str:
+            cell, feature = start + row, self._stored_feature_ids[column]
+            return (
+                f"{self.location}: {self._group.name}/indices: feature {column} ({feature!r}) "
+                f"of cell {cell} ({self._cells['ids'].iat[cell]!r})"
+            )
+
+        return name
 
     def close(self) -> None:
         """Close the HDF5 file."""
@@ -279,12 +319,6 @@ def _find_file(directory: Path, names: Sequence[str]) -> Path:
     raise SourceFormatError(msg) from missing
 
 
-def _open_text(path: Path) -> IO[str]:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
-
-
 def _read_tsv(path: Path) -> pd.DataFrame:
     try:
         return pd.read_csv(
@@ -292,13 +326,34 @@ def _read_tsv(path: Path) -> pd.DataFrame:
         )
     except pd.errors.EmptyDataError:
         return pd.DataFrame({0: np.zeros(0, dtype=object)})
+    except DECOMPRESSION_ERRORS as error:
+        raise damaged_text(path, error) from error
     except (pd.errors.ParserError, UnicodeDecodeError) as error:
         msg = f"{path}: not a tab-separated table ({error})"
         raise SourceFormatError(msg) from error
 
 
-def _mtx_header(handle: IO[str], path: Path) -> tuple[np.dtype, int, int, int]:
-    """The value dtype, rows, columns and entries of a Matrix Market file; leaves ``handle`` at the entries."""
+@dataclass(frozen=True, kw_only=True)
+class _MtxHeader:
+    """What a Matrix Market file's banner and size line say."""
+
+    field: str
+    """``integer``, ``real`` or ``pattern`` (``double`` reads as ``real``)."""
+    dtype: np.dtype
+    n_rows: int
+    n_cols: int
+    n_entries: int
+    lines: int
+    """Lines up to and including the size line."""
+
+    @property
+    def layout(self) -> str:
+        """The fields of an entry line."""
+        return "row column" if self.field == "pattern" else "row column value"
+
+
+def _mtx_header(handle: IO[str], path: Path) -> _MtxHeader:
+    """The banner and size line of a Matrix Market file; leaves ``handle`` at the entries."""
     banner = handle.readline().split()
     if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
         msg = f"{path}: the first line is not a '%%MatrixMarket matrix ...' banner"
@@ -308,32 +363,73 @@ def _mtx_header(handle: IO[str], path: Path) -> tuple[np.dtype, int, int, int]:
         msg = f"{path}: a {layout!r} Matrix Market matrix is not supported; write it in coordinate format"
         raise SourceFormatError(msg)
     dtype: np.dtype
-    if field == "integer":
+    if field in {"integer", "pattern"}:
         dtype = np.dtype(np.int64)
     elif field in {"real", "double"}:
-        dtype = np.dtype(np.float64)
+        dtype, field = np.dtype(np.float64), "real"
     else:
-        msg = f"{path}: a {field!r} Matrix Market matrix has no count values; integer or real is needed"
+        msg = f"{path}: a {field!r} Matrix Market matrix has no count values; integer, real or pattern is needed"
         raise SourceFormatError(msg)
     if symmetry != "general":
         msg = f"{path}: a {symmetry!r} Matrix Market matrix is not supported; write every entry (general)"
         raise SourceFormatError(msg)
+    lines = 2
     line = handle.readline()
     while line and (not line.strip() or line.lstrip().startswith("%")):
         line = handle.readline()
+        lines += 1
     size = line.split()
     if len(size) != 3 or not all(token.isdigit() for token in size):
         msg = f"{path}: expected the size line 'rows columns entries' after the comments, found {line.strip()!r}"
         raise SourceFormatError(msg)
     n_rows, n_cols, n_entries = (int(token) for token in size)
-    return dtype, n_rows, n_cols, n_entries
+    return _MtxHeader(
+        field=field, dtype=dtype, n_rows=n_rows, n_cols=n_cols, n_entries=n_entries, lines=lines
+    )
+
+
+def _read_mtx_header(path: Path) -> _MtxHeader:
+    try:
+        with open_text(path) as handle:
+            return _mtx_header(handle, path)
+    except DECOMPRESSION_ERRORS as error:
+        raise damaged_text(path, error) from error
+    except UnicodeDecodeError as error:
+        msg = f"{path}: the header is not UTF-8 text ({error}); give a Matrix Market file"
+        raise SourceFormatError(msg) from error
+
+
+def _entry_problem(fields: list[str], header: _MtxHeader) -> str | None:
+    """What is wrong with one entry line's fields, or None."""
+    n_fields = len(header.layout.split())
+    if len(fields) != n_fields:
+        return f"holds {len(fields)} fields ({' '.join(fields)!r}), expected {n_fields} ({header.layout!r}) in {'an' if header.field == 'integer' else 'a'} {header.field} coordinate matrix"
+    for name, token in zip(("row", "column"), fields, strict=False):
+        if not _INTEGER.fullmatch(token):
+            return f"holds the {name} index {token!r}, expected a positive integer"
+    return None if header.field == "pattern" else _value_problem(fields[2], header.field)
+
+
+def _value_problem(token: str, field: str) -> str | None:
+    """What is wrong with an entry's value of an ``integer`` or ``real`` matrix, or None."""
+    if field == "real":
+        try:
+            float(token)
+        except ValueError:
+            return f"holds the value {token!r}, expected a real number"
+        return None
+    if not _INTEGER.fullmatch(token):
+        return f"holds the value {token!r}, expected an integer as the banner's 'integer' says (declare the matrix 'real' for other numbers)"
+    if not -(2**63) <= int(token) < 2**63:
+        return f"holds the value {token}, beyond the 64-bit integers (|value| < 2**63) that counts fit in"
+    return None
 
 
 class TenxMtxSource(FileSource):
     """A 10x Matrix Market folder (Cell Ranger v2 or v3), read in bands of cells.
 
-    The folder holds ``matrix.mtx`` (features x cells, coordinate, integer or
-    real, general), ``barcodes.tsv`` and ``features.tsv`` (v3: id, name, type
+    The folder holds ``matrix.mtx`` (features x cells, coordinate, integer,
+    real or pattern (every value 1), general), ``barcodes.tsv`` and ``features.tsv`` (v3: id, name, type
     and, for Cell Ranger ARC, chrom, start and end) or ``genes.tsv`` (v2: id
     and name; "Gene Expression"), each optionally gzipped. On the first read
     the entries are parsed in chunks and bucketed by band of ``band_rows``
@@ -363,12 +459,11 @@ class TenxMtxSource(FileSource):
         self._matrix_path = _find_file(self._path, ["matrix.mtx"])
         features_path = _find_file(self._path, ["features.tsv", "genes.tsv"])
         barcodes_path = _find_file(self._path, ["barcodes.tsv"])
-        with _open_text(self._matrix_path) as handle:
-            self._dtype, n_features, n_cells, self._n_entries = _mtx_header(
-                handle, self._matrix_path
-            )
-        self._cells = self._read_barcodes(barcodes_path, n_cells)
-        self._features = self._read_features(features_path, n_features)
+        self._header = _read_mtx_header(self._matrix_path)
+        self._dtype = self._header.dtype
+        self._n_entries = self._header.n_entries
+        self._cells = self._read_barcodes(barcodes_path, self._header.n_cols)
+        self._features = self._read_features(features_path, self._header.n_rows)
         self._band_rows = band_rows
         self._buckets: BandBuckets | None = None
         self._closed = False
@@ -420,34 +515,93 @@ class TenxMtxSource(FileSource):
         return self._buckets
 
     def _entries(self, handle: IO[str]) -> Iterator[pd.DataFrame]:
-        """The entries after the header, in chunks, with parse errors named."""
-        kind = "integer" if self._dtype.kind == "i" else "real"
-        reader = pd.read_csv(
-            handle,
-            sep=r"\s+",
-            header=None,
-            comment="%",
-            names=["feature", "cell", "value"],
-            dtype={"feature": np.dtype(np.int64), "cell": np.dtype(np.int64), "value": self._dtype},
-            float_precision="round_trip",
-            chunksize=CHUNK_ENTRIES,
-        )
+        """The entries after the header, in chunks, each line checked to hold exactly its fields.
+
+        The fast parse reads one column more than an entry has, so that a
+        line with an extra field shows instead of shifting the others; any
+        anomaly sends the file to :meth:`_diagnose`, which names the line.
+        """
+        header = self._header
+        names = [*header.layout.replace("row", "feature").replace("column", "cell").split()]
+        dtypes: dict[str, np.dtype | type[object]] = {name: np.dtype(np.int64) for name in names}
+        if header.field != "pattern":
+            dtypes["value"] = self._dtype
+        with self._parsing():
+            reader = pd.read_csv(
+                handle,
+                sep=r"\s+",
+                header=None,
+                comment="%",
+                names=[*names, "extra"],
+                index_col=False,
+                dtype={**dtypes, "extra": object},
+                float_precision="round_trip",
+                chunksize=CHUNK_ENTRIES,
+            )
         with reader:
             while True:
-                try:
-                    chunk = next(reader)
-                except StopIteration:
+                with self._parsing():
+                    chunk = next(reader, None)
+                if chunk is None:
                     return
-                except (pd.errors.ParserError, ValueError) as error:
-                    msg = f"{self._matrix_path}: an entry is not 'row column value' with an {kind} value ({error})"
-                    raise SourceFormatError(msg) from error
+                malformed = bool(chunk["extra"].notna().any()) or any(
+                    chunk[name].dtype != dtype for name, dtype in dtypes.items()
+                )
+                if malformed or (self._dtype.kind == "f" and chunk["value"].isna().any()):
+                    found = self._diagnose()
+                    if found is not None:
+                        raise found
+                    if malformed:
+                        raise self._unparsed(None)
                 yield chunk
+
+    @contextlib.contextmanager
+    def _parsing(self) -> Iterator[None]:
+        """Turn what pandas raises (and its ParserWarning) into the error naming the file and line."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            try:
+                yield
+            except DECOMPRESSION_ERRORS as error:
+                raise damaged_text(self._matrix_path, error) from error
+            except _PARSE_ERRORS as error:
+                raise self._diagnose() or self._unparsed(str(error)) from error
+
+    def _unparsed(self, detail: str | None) -> SourceFormatError:
+        """The error when the fast parse failed but no line is malformed on its own."""
+        reason = "" if detail is None else f" ({detail})"
+        msg = f"{self._matrix_path}: the entries could not be parsed as {self._header.layout!r} lines{reason}; check the file"
+        return SourceFormatError(msg)
+
+    def _diagnose(self) -> SourceFormatError | None:
+        """The first malformed entry line, found by reading the file again line by line (error path only).
+
+        None when every line holds its fields as numbers (a NaN the fast
+        parse found is then a ``nan`` the file holds, which the scan refuses).
+        """
+        path, header = self._matrix_path, self._header
+        number = header.lines
+        try:
+            with open_text(path) as handle:
+                _mtx_header(handle, path)
+                for number, line in enumerate(handle, start=header.lines + 1):
+                    fields = line.split("%", 1)[0].split()
+                    problem = _entry_problem(fields, header) if fields else None
+                    if problem is not None:
+                        msg = f"{path}: line {number} {problem}; the file is damaged or not a Matrix Market matrix - write it again (e.g. scipy.io.mmwrite)"
+                        return SourceFormatError(msg)
+        except DECOMPRESSION_ERRORS as error:
+            return damaged_text(path, error)
+        except UnicodeDecodeError as error:
+            msg = f"{path}: the text after line {number} is not UTF-8 ({error}); the file is damaged - copy or download it again"
+            return SourceFormatError(msg)
+        return None
 
     def _fill(self, buckets: BandBuckets) -> None:
         n_cells, n_features = self.shape
         path = self._matrix_path
         seen = 0
-        with _open_text(path) as handle:
+        with open_text(path) as handle:
             _mtx_header(handle, path)
             for chunk in self._entries(handle):
                 features = chunk["feature"].to_numpy() - 1
@@ -459,7 +613,12 @@ class TenxMtxSource(FileSource):
                     at = int(np.flatnonzero(outside)[0])
                     msg = f"{path}: entry {seen + at + 1} at ({features[at] + 1}, {cells[at] + 1}) is outside the {n_features} x {n_cells} matrix of the size line"
                     raise SourceFormatError(msg)
-                buckets.add(cells, features, chunk["value"].to_numpy())
+                values = (
+                    np.ones(len(chunk), dtype=np.int64)
+                    if self._header.field == "pattern"
+                    else chunk["value"].to_numpy()
+                )
+                buckets.add(cells, features, values)
                 seen += len(chunk)
         if seen != self._n_entries:
             msg = f"{path}: the size line announces {self._n_entries} entries but the file holds {seen}"
@@ -485,10 +644,26 @@ class TenxMtxSource(FileSource):
         ValueError
             If the source is closed.
         SourceFormatError
-            If an entry of the matrix is malformed or outside it (found on first use).
+            If an entry line of the matrix is malformed or outside it (found on first use).
+        RepeatedEntryError
+            If a coordinate is stored twice.
+        DamagedSourceError
+            If the gzip data is truncated or corrupt (found on first use).
         """
         validate_band(start, stop, self.shape[0], self.location)
-        return self._bucketed().read(start, stop, n_cols=self.shape[1], dtype=self._dtype)
+        return self._bucketed().read(
+            start, stop, n_cols=self.shape[1], dtype=self._dtype, entry_name=self._entry_name(start)
+        )
+
+    def _entry_name(self, start: int) -> EntryName:
+        def name(row: int, column: int) -> str:
+            cell = start + row
+            return (
+                f"{self._matrix_path}: the entry at row {column + 1}, column {cell + 1} (feature "
+                f"{self._features['ids'].iat[column]!r}, cell {self._cells['ids'].iat[cell]!r})"
+            )
+
+        return name
 
     def close(self) -> None:
         """Remove the buckets."""

@@ -1,42 +1,152 @@
 """Where writers create stores: refusals checked before a source is read, then mode ``w-`` or ``w``.
 
-A destination without keys is created with mode ``"w-"``, which refuses keys
-that appear after the check. With ``overwrite=True`` a destination holding
-keys is replaced (mode ``"w"``) only when it is an unprepared CyteArc store:
-its root group has no prepared assay and no ``matrixSource``, and every
-top-level member is a group CyteArc writes. Anything else is refused with
-:class:`FileExistsError`. Local paths reach Zarr as :class:`pathlib.Path`,
-because Zarr reads a string as a URL and would end the path at ``#``, ``?``
-or ``;``.
+A destination is a local path: a URL (``s3://``, ``gs://``, ``http://``,
+``memory://`` ...) is refused with :class:`~cytearc.errors.RemoteDestinationError`,
+since writing stores to object storage is not supported yet
+(:func:`validate_local_path`). A destination without keys is created with
+mode ``"w-"``, which refuses keys that appear after the check. With
+``overwrite=True`` a destination holding keys is replaced (mode ``"w"``) only
+when it is an unprepared CyteArc store: its root group has no prepared assay
+and no ``matrixSource``, every top-level member is a group CyteArc writes,
+and inside those groups every key is Zarr metadata (``zarr.json``), a chunk
+of an array, or a run label claim. Anything else (a ``.DS_Store``, a
+``notes.txt`` inside ``cellData/``) is refused with :class:`FileExistsError`
+naming it. Local paths reach Zarr as :class:`pathlib.Path`, because Zarr
+reads a string as a URL and would end the path at ``#``, ``?`` or ``;``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Final
 
 import zarr
 
-from cytearc.errors import DestinationExistsError
+from cytearc.errors import DestinationExistsError, RemoteDestinationError
 
-__all__ = ["create_destination", "validate_destination"]
+__all__ = ["create_destination", "validate_destination", "validate_local_path"]
 
 CYTEARC_GROUPS: Final = frozenset(
     {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
 )
 _ZARR_METADATA: Final = ("zarr.json", ".zgroup", ".zarray")
+_URL: Final = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]+):/")
+"""A scheme of two or more characters then ``:/`` (one letter is a Windows drive)."""
+_LABEL_CLAIM: Final = re.compile(r"pipeline/runs/\.label-claims/[0-9a-f]{64}/[0-9]{8}\.json")
+"""The one kind of key CyteArc writes that is not Zarr's: a label claim (:mod:`cytearc.pipeline.ledger`)."""
+
+
+def validate_local_path(destination: str | os.PathLike[str], *, kind: str = "stores") -> Path:
+    """``destination`` as a local :class:`~pathlib.Path`, refusing a URL.
+
+    A string such as ``s3://bucket/ds.zarr`` (any scheme: ``gs``, ``http``,
+    ``memory`` ...) is refused, and so is a path whose first component is a
+    scheme (``Path("s3://bucket")`` reads as ``s3:/bucket``), rather than
+    written below the working directory as ``./s3:/bucket/...``.
+
+    Parameters
+    ----------
+    destination
+        Where a writer will create its output.
+    kind
+        What the writer writes, for the message (``"stores"``, ``"cubes"``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``destination``, made absolute.
+
+    Raises
+    ------
+    RemoteDestinationError
+        If ``destination`` is a URL.
+
+    Examples
+    --------
+    >>> validate_local_path("s3://bucket/ds.zarr")
+    Traceback (most recent call last):
+      ...
+    cytearc.errors.RemoteDestinationError: s3://bucket/ds.zarr: a URL (scheme 's3'), where a local path is expected; writing stores to object storage is not supported yet - write to a local path and upload it
+    """
+    text = os.fspath(destination)
+    match = _URL.match(text)
+    if match is not None:
+        msg = (
+            f"{text}: a URL (scheme {match['scheme']!r}), where a local path is expected; writing "
+            f"{kind} to object storage is not supported yet - write to a local path and upload it"
+        )
+        raise RemoteDestinationError(msg)
+    return Path(text).absolute()
 
 
 def _root_attributes(path: Path) -> dict[str, object] | None:
+    node = _node(path)
+    if node is None or node.get("node_type") != "group":
+        return None
+    attrs = node.get("attributes", {})
+    return attrs if isinstance(attrs, dict) else None
+
+
+def _node(path: Path) -> dict[str, object] | None:
+    """The ``zarr.json`` document of the node at ``path``, or None."""
     try:
         doc = json.loads((path / "zarr.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(doc, dict) or doc.get("node_type") != "group":
-        return None
-    attrs = doc.get("attributes", {})
-    return attrs if isinstance(attrs, dict) else None
+    return doc if isinstance(doc, dict) else None
+
+
+def _is_chunk_key(key: str, node: dict[str, object]) -> bool:
+    """Whether ``key`` (relative to an array's folder) is a chunk key of its encoding."""
+    encoding = node.get("chunk_key_encoding")
+    name = encoding.get("name") if isinstance(encoding, dict) else "default"
+    configuration = encoding.get("configuration", {}) if isinstance(encoding, dict) else {}
+    separator = (
+        configuration.get("separator", "/" if name == "default" else ".")
+        if isinstance(configuration, dict)
+        else "/"
+    )
+    parts = key.split(separator)
+    if name == "default":
+        return parts[0] == "c" and all(part.isdigit() for part in parts[1:])
+    return name == "v2" and all(part.isdigit() for part in parts)
+
+
+def _foreign_key(folder: Path, store: Path) -> str | None:
+    """The first key below a group ``folder`` that is neither Zarr metadata nor a chunk, or None."""
+    for entry in sorted(folder.iterdir()):
+        key = entry.relative_to(store).as_posix()
+        if entry.is_file() and (entry.name == "zarr.json" or _LABEL_CLAIM.fullmatch(key)):
+            continue
+        node = _node(entry) if entry.is_dir() and not entry.is_symlink() else None
+        if node is None:
+            return key
+        if node.get("node_type") == "group":
+            found = _foreign_key(entry, store)
+        elif node.get("node_type") == "array":
+            found = _foreign_array_key(entry, node, store)
+        else:
+            found = f"{key}/zarr.json"
+        if found is not None:
+            return found
+    return None
+
+
+def _foreign_array_key(folder: Path, node: dict[str, object], store: Path) -> str | None:
+    for directory, folders, files in os.walk(folder, followlinks=False):
+        folders.sort()
+        for name in sorted(files):
+            path = Path(directory) / name
+            key = path.relative_to(folder).as_posix()
+            if key != "zarr.json" and not _is_chunk_key(key, node):
+                return path.relative_to(store).as_posix()
+        links = [name for name in folders if (Path(directory) / name).is_symlink()]
+        if links:
+            return (Path(directory) / links[0]).relative_to(store).as_posix()
+    return None
 
 
 def _replaceable(path: Path) -> str | None:
@@ -48,22 +158,30 @@ def _replaceable(path: Path) -> str | None:
         return f"it holds prepared assays {attrs['cytearc:prepared']}"
     if "matrixSource" in attrs:
         return "it is a mounted store (matrixSource)"
-    for entry in path.iterdir():
-        if entry.name == "zarr.json":
-            continue
-        member = _root_attributes(entry) if entry.is_dir() else None
-        if member is None:
-            return f"{entry.name!r} is not a Zarr group CyteArc writes"
-        if (
-            entry.name not in CYTEARC_GROUPS
-            and not member.get("is_assay")
-            and "cytearc:pending_assay" not in member
-        ):
-            return f"{entry.name!r} is not a group CyteArc writes"
+    refusals = (_member_refusal(entry, path) for entry in sorted(path.iterdir()))
+    return next((why for why in refusals if why is not None), None)
+
+
+def _member_refusal(entry: Path, store: Path) -> str | None:
+    """Why the top-level ``entry`` of ``store`` is not one CyteArc writes, or None."""
+    if entry.name == "zarr.json":
+        return None
+    member = _root_attributes(entry) if entry.is_dir() and not entry.is_symlink() else None
+    if member is None:
+        return f"{entry.name!r} is not a Zarr group CyteArc writes"
+    if (
+        entry.name not in CYTEARC_GROUPS
+        and not member.get("is_assay")
+        and "cytearc:pending_assay" not in member
+    ):
+        return f"{entry.name!r} is not a group CyteArc writes"
+    foreign = _foreign_key(entry, store)
+    if foreign is not None:
+        return f"{foreign!r} is neither Zarr metadata nor an array's chunk, so CyteArc did not write it"
     return None
 
 
-def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
+def validate_destination(destination: str | os.PathLike[str], *, overwrite: bool) -> Path:
     """Refuse a destination a writer may not create or replace; return it as a Path.
 
     Parameters
@@ -76,16 +194,19 @@ def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
     Returns
     -------
     pathlib.Path
-        The destination.
+        The destination, absolute.
 
     Raises
     ------
+    RemoteDestinationError
+        If the destination is a URL (see :func:`validate_local_path`).
     DestinationExistsError
         The destination lies inside another Zarr hierarchy or is an assay
         group of another store; or it holds keys and ``overwrite`` is False,
-        or it is not a replaceable store.
+        or it is not a replaceable store (a key CyteArc does not write is
+        named).
     """
-    path = Path(destination).absolute()
+    path = validate_local_path(destination)
     for parent in path.parents:
         if any((parent / name).exists() for name in _ZARR_METADATA):
             msg = f"{path}: lies inside the Zarr hierarchy at {parent}; expected a destination outside any Zarr hierarchy - choose one outside it"
@@ -100,7 +221,7 @@ def validate_destination(destination: str | Path, *, overwrite: bool) -> Path:
             raise DestinationExistsError(msg)
         why = _replaceable(path) if path.is_dir() else "it is a file"
         if why is not None:
-            msg = f"{path}: refusing to replace it: {why}"
+            msg = f"{path}: refusing to replace it: {why}; move what you keep out of it, or choose another destination"
             raise DestinationExistsError(msg)
     return path
 

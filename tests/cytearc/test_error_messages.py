@@ -11,6 +11,7 @@ import dataclasses
 import re
 import shutil
 import uuid
+import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,7 @@ BUILTINS: dict[type[Exception], type[Exception]] = {
     errors.MissingArtifactError: KeyError,
     errors.ReadOnlyStoreError: PermissionError,
     errors.RunNotFoundError: KeyError,
+    errors.StoreAccessError: OSError,
     errors.StoreNotFoundError: FileNotFoundError,
 }
 """The builtin each class refines besides ValueError, as errors.py documents."""
@@ -244,6 +246,21 @@ def _non_finite_counts(store: Path) -> object:
     counts = _counts()
     counts[3, 2] = np.nan
     return _import(store.parent / "new.zarr", counts)
+
+
+@case(
+    errors.NegativeCountsError,
+    r"\S+/new\.zarr/RNA: features\.normalize: 1 selected cells have negative counts, the first "
+    r"cell 'c3' \(row 3\) at feature 'f2' \(column 2\) holds -4; normalization needs non-negative "
+    r"counts - import the raw counts \(for an H5AD file, the counts layer with --layer / layer=\)",
+)
+def _negative_counts(store: Path) -> object:
+    counts = _counts()
+    counts[3, 2] = -4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the import warns of the negative value
+        path = _import(store.parent / "new.zarr", counts)
+    return _open(path, zarr_mode="r+").features.normalize("RNA")
 
 
 @case(
@@ -501,6 +518,107 @@ def _atomic_claim_unsupported(store: Path) -> object:
 )
 def _plot_input(store: Path) -> object:
     return qc_violins(pd.DataFrame({"RNA_nCounts": [1.0, 2.0]}), ["RNA_nCount"])
+
+
+# --- store damage ---------------------------------------------------------------
+
+
+@case(
+    errors.StoreDamageError,
+    r"<store>/matrices/RNA/counts/c/0/0: every inner chunk of the shard \(or its index\) cannot be "
+    r"decoded \(BadGzipFile: Not a gzipped file \(b'\\x00\\x00'\)\); the store is damaged - run "
+    r"`cytearc verify <store>` to find every damaged chunk, then restore the store from a copy or "
+    r"import the source again",
+)
+def _store_damage(store: Path) -> object:
+    shard = store / "matrices" / "RNA" / "counts" / "c" / "0" / "0"
+    shard.write_bytes(b"\0" * 10 + shard.read_bytes()[10:])
+    return _open(store).assays["RNA"].counts.compute()
+
+
+@case(
+    errors.CountSummariesError,
+    r"<store>/matrices/RNA/countSummaries/rowSums: chunk c/0 is missing \(it would read as zeros\); "
+    r"the summaries of a store are complete - re-import the source",
+)
+def _count_summaries(store: Path) -> object:
+    (store / "matrices" / "RNA" / "countSummaries" / "rowSums" / "c" / "0").unlink()
+    return _open(store).assays["RNA"].summary("rowSums")
+
+
+@case(
+    errors.StoreAccessError,
+    r"s3://bucket/x\.zarr: cannot reach the store at endpoint http://127\.0\.0\.1:\d+ "
+    r"\(EndpointConnectionError: .*\); check endpoint_url in storage_options \(or its "
+    r"client_kwargs\), the network and the credentials",
+)
+def _store_access(store: Path) -> object:
+    from cytepool.testing import free_port  # noqa: PLC0415
+
+    options = {
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{free_port()}"},
+        "config_kwargs": {"retries": {"max_attempts": 1}, "connect_timeout": 1},
+    }
+    return _open("s3://bucket/x.zarr", storage_options=options)
+
+
+# --- import sources and destinations ----------------------------------------------
+
+
+def _mtx_folder(folder: Path, entries: list[str]) -> Path:
+    """A 10x Matrix Market folder of 2 features x 2 cells whose matrix holds ``entries``."""
+    folder.mkdir()
+    header = ["%%MatrixMarket matrix coordinate integer general", f"2 2 {len(entries)}"]
+    (folder / "matrix.mtx").write_text("\n".join([*header, *entries]) + "\n")
+    (folder / "features.tsv").write_text("G0\tg0\tGene Expression\nG1\tg1\tGene Expression\n")
+    (folder / "barcodes.tsv").write_text("C0\nC1\n")
+    return folder
+
+
+@case(
+    errors.DamagedSourceError,
+    r"<store>/mtx/matrix\.mtx\.gz: the compressed data is damaged after line \d \(EOFError: "
+    r"Compressed file ended before the end-of-stream marker was reached\); the file is truncated "
+    r"or corrupt - copy or download it again \(gzip -t checks a \.gz file\)",
+)
+def _damaged_source(store: Path) -> object:
+    import gzip  # noqa: PLC0415
+
+    folder = _mtx_folder(store / "mtx", [f"{i % 2 + 1} {i // 2 % 2 + 1} 1" for i in range(4)])
+    data = gzip.compress((folder / "matrix.mtx").read_bytes())
+    (folder / "matrix.mtx").unlink()
+    (folder / "matrix.mtx.gz").write_bytes(data[:-12])
+    return cytearc.import_10x_mtx(
+        folder, store.parent / "new.zarr", cluster="threads", show_progress=False
+    )
+
+
+@case(
+    errors.RepeatedEntryError,
+    r"<store>/mtx/matrix\.mtx: the entry at row 2, column 1 \(feature 'G1', cell 'C0'\) is stored "
+    r"2 times; a count matrix stores each coordinate once, so the file is damaged - write it again "
+    r"from its source \(to add repeats up on purpose, sum them in memory with scipy's "
+    r"sum_duplicates and import with SparseToZarr\)",
+)
+def _repeated_entry(store: Path) -> object:
+    folder = _mtx_folder(store / "mtx", ["2 1 3", "1 2 1", "2 1 4"])
+    return cytearc.import_10x_mtx(
+        folder, store.parent / "new.zarr", cluster="threads", show_progress=False
+    )
+
+
+@case(
+    errors.RemoteDestinationError,
+    r"s3://bucket/ds\.zarr: a URL \(scheme 's3'\), where a local path is expected; writing stores "
+    r"to object storage is not supported yet - write to a local path and upload it",
+)
+def _remote_destination(store: Path) -> object:
+    (store / "table.csv").write_text("id,f0\nc0,1\n")
+    return cytearc.import_csv(
+        store / "table.csv", "s3://bucket/ds.zarr", cluster="threads", show_progress=False
+    )
 
 
 # --- the tests ------------------------------------------------------------

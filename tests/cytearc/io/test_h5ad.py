@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from cytearc.errors import SourceFormatError
+from cytearc.errors import RepeatedEntryError, SourceFormatError
 from cytearc.io.h5ad import H5adSource
 from cytearc.io.sources import CountSource
 from cytearc.testing import assemble_bands
@@ -227,8 +227,8 @@ def test_legacy_h5sparse_csc_is_bucketed(tmp_path: Path) -> None:
         assert (assemble_bands(source, 3) != expected).nnz == 0
 
 
-def test_duplicates_in_a_csc_matrix_are_summed(tmp_path: Path) -> None:
-    """A CSC column that repeats a cell sums the repeats, in stored order."""
+def test_a_csc_column_that_repeats_a_cell_is_refused(tmp_path: Path) -> None:
+    """A CSC column that stores one cell twice is refused as damage, naming the cell and the feature."""
     adata = example(n_cells=6, n_genes=2)
     adata.X = sp.csc_matrix(np.zeros((6, 2), dtype=np.float64))
     path = tmp_path / "dups.h5ad"
@@ -237,16 +237,17 @@ def test_duplicates_in_a_csc_matrix_are_summed(tmp_path: Path) -> None:
         x = f["X"]
         for key, values in {
             "data": np.array([0.1, 0.2, 0.3, 5.0]),
-            "indices": np.array([1, 1, 1, 3], dtype=np.int32),
+            "indices": np.array([1, 2, 1, 3], dtype=np.int32),
             "indptr": np.array([0, 3, 4], dtype=np.int32),
         }.items():
             del x[key]
             x[key] = values
-    with H5adSource(path, band_rows=2) as source:
-        band = assemble_bands(source, None)
-        assert band[1, 0] == (0.1 + 0.2) + 0.3
-        assert band[3, 1] == 5.0
-        assert band.nnz == 2
+    cell, gene = adata.obs_names[1], adata.var_names[0]
+    with H5adSource(path, band_rows=2) as source, pytest.raises(RepeatedEntryError) as info:
+        assemble_bands(source, None)
+    assert f"/X: the entry of cell 1 ('{cell}') and feature 0 ('{gene}') is stored 2 times" in str(
+        info.value
+    )
 
 
 def test_tables_must_match_the_matrix(tmp_path: Path) -> None:

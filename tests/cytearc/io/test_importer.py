@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -109,17 +110,19 @@ def test_feature_types_become_assays(tmp_path: Path, engine: Engine) -> None:
 
 
 @pytest.mark.parametrize(
-    ("high", "kind", "expected"),
+    ("high", "kind", "expected", "warning"),
     [
-        (256, "int", "uint8"),
-        (257, "int", "uint16"),
-        (30, "float-integral", "uint8"),
-        (30, "float", "float32"),
-        (30, "negative", "int64"),
+        (256, "int", "uint8", None),
+        (257, "int", "uint16", None),
+        (30, "float-integral", "uint8", None),
+        (30, "float", "float32", "non-integer values where counts are integers"),
+        (30, "negative", "int64", "holds 1 negative values"),
     ],
 )
-def test_count_dtype(tmp_path: Path, engine: Engine, high: int, kind: str, expected: str) -> None:
-    """The 255/256 boundary, integral floats, real floats and negatives resolve as the seed says."""
+def test_count_dtype(
+    tmp_path: Path, engine: Engine, *, high: int, kind: str, expected: str, warning: str | None
+) -> None:
+    """The 255/256 boundary, integral floats, real floats and negatives resolve as the seed says; the last two warn."""
     matrix = _matrix(high=high).astype(np.float32 if kind.startswith("float") else np.int64)
     if kind == "float":
         matrix = matrix * 0.5
@@ -127,7 +130,10 @@ def test_count_dtype(tmp_path: Path, engine: Engine, high: int, kind: str, expec
         matrix = matrix.tolil()
         matrix[0, 0] = -3
         matrix = matrix.tocsr()
-    result = _import(matrix, tmp_path / "ds.zarr", engine)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = _import(matrix, tmp_path / "ds.zarr", engine)
+    assert [warning in str(w.message) for w in caught] == ([] if warning is None else [True])
     assert result.dtypes["RNA"] == expected
     ds = DataStore(result.path)
     np.testing.assert_array_equal(ds.assays["RNA"].counts.compute(), matrix.toarray())

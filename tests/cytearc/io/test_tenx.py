@@ -253,13 +253,13 @@ def test_h5_band_reads_only_its_slice() -> None:
         assert band.nnz == indptr[103] - indptr[100]
 
 
-def test_mtx_duplicates_are_summed_in_int64(tmp_path: Path) -> None:
-    """Repeated coordinates are summed exactly in int64, explicit zeros dropped, at any band size."""
-    big = 2**31 - 1
-    entries = [(1, 1, big), (2, 3, 4), (1, 1, big), (3, 2, 0), (2, 3, 5), (1, 4, 7)]
-    folder = write_mtx(tmp_path / "dups", entries, shape=(3, 4))
+def test_mtx_reads_int64_exactly_and_drops_explicit_zeros(tmp_path: Path) -> None:
+    """Integers beyond 32 bits read exactly in int64, explicit zeros are dropped, at any band size."""
+    big = 2**40 + 1
+    entries = [(1, 1, big), (2, 3, 9), (3, 2, 0), (1, 4, 7)]
+    folder = write_mtx(tmp_path / "ints", entries, shape=(3, 4))
     expected = np.zeros((4, 3), dtype=np.int64)
-    expected[0, 0], expected[2, 1], expected[3, 0] = 2 * big, 9, 7
+    expected[0, 0], expected[2, 1], expected[3, 0] = big, 9, 7
     for band_rows in (1, 3, 10):
         with TenxMtxSource(folder, band_rows=band_rows) as source:
             for rows in (1, 2, None):
@@ -269,18 +269,31 @@ def test_mtx_duplicates_are_summed_in_int64(tmp_path: Path) -> None:
                 assert band.nnz == 3
 
 
-def test_mtx_real_values_are_float64_summed_in_file_order(tmp_path: Path) -> None:
-    """A real .mtx reads as float64 parsed exactly, and duplicates sum in file order."""
-    entries = [(1, 1, 0.1), (2, 2, 1 / 3), (1, 1, 0.2), (1, 1, 0.3), (2, 1, 2.5e-7)]
+def test_mtx_real_values_are_float64_parsed_exactly(tmp_path: Path) -> None:
+    """A real .mtx reads as float64 parsed exactly (round trip)."""
+    entries = [(1, 1, 0.1), (2, 2, 1 / 3), (2, 1, 2.5e-7)]
     folder = write_mtx(tmp_path / "real", entries, shape=(2, 2), field="real", compress=True)
     with TenxMtxSource(folder) as source:
         assert source.dtype == np.float64
         band = assemble_bands(source, None)
         assert band.dtype == np.float64
-        assert band[0, 0] == (0.1 + 0.2) + 0.3
+        assert band[0, 0] == 0.1
         assert band[0, 1] == 2.5e-7
         assert band[1, 1] == 1 / 3
         assert_same(band, mtx_reference(folder))
+
+
+def test_mtx_pattern_values_are_ones(tmp_path: Path) -> None:
+    """A pattern .mtx (entry lines 'row column') reads each entry as the integer 1, as scipy's mmread."""
+    folder = write_mtx(tmp_path / "pattern", [(1, 1, 1), (2, 1, 1)], shape=(2, 2))
+    lines = (folder / "matrix.mtx").read_text().splitlines()
+    lines[0] = "%%MatrixMarket matrix coordinate pattern general"
+    lines[3:] = [" ".join(line.split()[:2]) for line in lines[3:]]
+    (folder / "matrix.mtx").write_text("\n".join(lines) + "\n")
+    with TenxMtxSource(folder) as source:
+        band = assemble_bands(source, None)
+        assert band.dtype == np.int64
+        np.testing.assert_array_equal(band.toarray(), [[1, 1], [0, 0]])
 
 
 def test_mtx_reads_v2_and_gzipped_files(tmp_path: Path) -> None:
@@ -298,7 +311,6 @@ def test_mtx_reads_v2_and_gzipped_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("banner", "match"),
     [
-        ("%%MatrixMarket matrix coordinate pattern general", "'pattern'"),
         ("%%MatrixMarket matrix coordinate integer symmetric", "'symmetric'"),
         ("%%MatrixMarket matrix array integer general", "'array'"),
         ("%%MatrixMarket matrix coordinate complex general", "'complex'"),
@@ -306,7 +318,7 @@ def test_mtx_reads_v2_and_gzipped_files(tmp_path: Path) -> None:
     ],
 )
 def test_mtx_refuses_other_kinds(tmp_path: Path, banner: str, match: str) -> None:
-    """Pattern, symmetric, array and complex matrices (and a missing banner) raise SourceFormatError."""
+    """Symmetric, array and complex matrices (and a missing banner) raise SourceFormatError."""
     folder = write_mtx(tmp_path / "kind", [(1, 1, 1)], shape=(1, 1))
     text = (folder / "matrix.mtx").read_text().splitlines()
     (folder / "matrix.mtx").write_text("\n".join([banner, *text[1:]]) + "\n")
@@ -331,7 +343,7 @@ def test_mtx_missing_file_is_named(tmp_path: Path, missing: str) -> None:
     [
         ([(1, 1, 1), (3, 1, 1)], "outside"),
         ([(1, 1, 1)], "announces 2 entries"),
-        ([(1, 1, 1), (1, 2, "x")], "integer value"),
+        ([(1, 1, 1), (1, 2, "x")], r"line 5 holds the value 'x', expected an integer"),
     ],
 )
 def test_mtx_bad_entries_are_refused_on_first_read(

@@ -1,0 +1,74 @@
+"""On-disk band buckets: named after their process, and removed by a later import once that process is gone."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from cytearc.io.bands import BandBuckets, remove_stale_buckets
+from cytepool.cube.atomic import hidden_sibling
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def _owned_by(root: Path, pid: int, *, host: str | None = None) -> Path:
+    """A bucket directory name of process ``pid`` (on this host, or on ``host``)."""
+    name = hidden_sibling(root / "cytearc-bands").name
+    prefix, _, rest = name.partition(f"-{os.getpid()}-")
+    if host is not None:
+        rest = f"{host}-{rest.rsplit('-', 1)[1]}"
+    return root / f"{prefix}-{pid}-{rest}"
+
+
+@pytest.fixture
+def tmpdir_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """TMPDIR for this test alone."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def test_buckets_are_named_after_their_process(tmpdir_root: Path) -> None:
+    """A bucket directory is .cytearc-bands.tmp-<pid>-<host>-<token> under TMPDIR, private, removed on close."""
+    buckets = BandBuckets(band_rows=2)
+    assert buckets.directory.parent == tmpdir_root
+    mine = _owned_by(tmpdir_root, os.getpid()).name
+    assert buckets.directory.name.rsplit("-", 1)[0] == mine.rsplit("-", 1)[0]
+    assert buckets.directory.stat().st_mode & 0o077 == 0
+    buckets.add(np.array([0, 3]), np.array([1, 0]), np.array([5, 6]))
+    buckets.close()
+    assert not buckets.directory.exists()
+
+
+def test_new_buckets_remove_those_of_dead_processes_only(tmpdir_root: Path) -> None:
+    """New buckets remove a folder whose pid is dead on this host; a live pid's, another host's and other names stay."""
+    dead = _owned_by(tmpdir_root, _dead_pid())
+    live = _owned_by(tmpdir_root, os.getppid())
+    elsewhere = _owned_by(tmpdir_root, _dead_pid(), host="another-host")
+    unnamed = tmpdir_root / "cytearc-bands-xyz"
+    for folder in (dead, live, elsewhere, unnamed):
+        folder.mkdir()
+        (folder / "000000000-int64.bin").write_bytes(b"\0" * 12)
+    buckets = BandBuckets(band_rows=2)
+    try:
+        assert not dead.exists()
+        assert live.exists()
+        assert elsewhere.exists()
+        assert unnamed.exists()
+        assert buckets.directory.exists()
+        assert remove_stale_buckets() == []
+    finally:
+        buckets.close()
