@@ -113,6 +113,13 @@ class DesignError(LimmaError):
 class GroupSkippedError(LimmaError):
     """A cube group has too few usable samples to fit its design; the message says why.
 
+    Parameters
+    ----------
+    message
+        The message, naming the group.
+    reason
+        Why, without the group's name; the message if not given.
+
     Attributes
     ----------
     reason
@@ -127,6 +134,13 @@ class GroupSkippedError(LimmaError):
 
 class NoGroupFittedError(GroupSkippedError):
     """No group of a cube could be fitted; the message lists each group and why it was skipped.
+
+    Parameters
+    ----------
+    message
+        The message.
+    skipped
+        Group label to the reason it was skipped.
 
     Attributes
     ----------
