@@ -255,7 +255,8 @@ def _unique_feature_ids(features: pd.DataFrame, *, location: str) -> pd.DataFram
     --------
     >>> import warnings, pandas as pd
     >>> table = pd.DataFrame({"ids": ["a", "a", "a-1", "b", "a"], "names": list("AAABA")})
-    >>> with warnings.catch_warnings(record=True):
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")  # it warns of the repeated ids
     ...     _unique_feature_ids(table, location="t.csv")["ids"].tolist()
     ['a', 'a-2', 'a-1', 'b', 'a-3']
     """
