@@ -26,6 +26,7 @@ __all__ = [
     "CountCastError",
     "CountSummariesError",
     "CyteArcError",
+    "DamagedArtifactError",
     "DamagedSourceError",
     "DestinationExistsError",
     "EngineConfigError",
@@ -245,6 +246,10 @@ class MissingArtifactError(ArtifactError, KeyError):
 
 class IncompleteArtifactError(ArtifactError):
     """An artifact was never published (``complete`` is not True): it is never read or reused."""
+
+
+class DamagedArtifactError(ArtifactError):
+    """A published artifact was changed after publication (its identity attributes or its ``complete`` flag): it is never read or reused."""
 
 
 class StaleSelectionError(ArtifactError):

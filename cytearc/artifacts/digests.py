@@ -13,6 +13,11 @@ Version 1 of the digest of a stored array of shape ``(d_0, ..., d_k)``:
   (``<word>`` the little-endian NumPy type string, such as ``<f4`` or ``|b1``,
   or ``text``) followed by the chunk digests in order.
 
+Version 1 of the attributes digest of an artifact is ``sha256:`` and the hex
+SHA-256 of the UTF-8 header ``"cytearc attributes digest 1\n"`` followed by
+the canonical JSON (RFC 8785) of ``{"artifact_id", "kind", "provenance"}``,
+as its attributes record them.
+
 Digests are a check that what a reader finds is what the producer wrote, not
 an identity: they depend on the chunking and never enter provenance or reuse.
 """
@@ -24,18 +29,22 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask.array as da
 import numpy as np
+import rfc8785
 
 from cytearc.storage.damage import read_region, unit_regions
 from cytepool.cube.encoding import format_digest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Mapping
 
     import zarr
 
 __all__ = [
+    "ATTRIBUTES_DIGEST_ATTRIBUTE",
     "DIGESTS_ATTRIBUTE",
+    "IDENTITY_ATTRIBUTES",
     "array_digest",
+    "attributes_digest",
     "chunk_digest",
     "dtype_word",
     "lazy_chunk_digests",
@@ -45,7 +54,14 @@ __all__ = [
 DIGESTS_ATTRIBUTE: Final = "cytearc:arrayDigests"
 """The artifact attribute mapping each payload array's name to its digest."""
 
+ATTRIBUTES_DIGEST_ATTRIBUTE: Final = "cytearc:attributesDigest"
+"""The artifact attribute holding the digest of its identity attributes."""
+
+IDENTITY_ATTRIBUTES: Final = ("artifact_id", "kind", "provenance")
+"""The attributes an artifact is found and reused by, which its attributes digest covers."""
+
 ARRAY_DIGEST_VERSION: Final = 1
+ATTRIBUTES_DIGEST_VERSION: Final = 1
 
 
 def dtype_word(dtype: np.dtype | Any) -> str:  # noqa: ANN401 (zarr's string dtypes are not np.dtype)
@@ -115,6 +131,38 @@ def array_digest(*, shape: tuple[int, ...], dtype: np.dtype | Any, chunks: Itera
     h = hashlib.sha256(header.encode("utf-8"))
     for digest in chunks:
         h.update(digest)
+    return format_digest(h)
+
+
+def attributes_digest(attrs: Mapping[str, Any]) -> str:
+    """The digest of an artifact's identity attributes (see the module docstring).
+
+    Parameters
+    ----------
+    attrs
+        The artifact's attributes; only :data:`IDENTITY_ATTRIBUTES` are read.
+
+    Returns
+    -------
+    str
+        ``sha256:`` and 64 hex digits.
+
+    Raises
+    ------
+    rfc8785.CanonicalizationError
+        An attribute holds a value RFC 8785 cannot write (NaN, infinity, an
+        integer beyond 2**53), which no published artifact records.
+
+    Examples
+    --------
+    >>> attrs = {"artifact_id": "ab" * 32, "kind": "pca", "provenance": {"operation": "pca"}}
+    >>> attributes_digest(attrs) == attributes_digest({**attrs, "complete": True})
+    True
+    >>> attributes_digest(attrs) == attributes_digest({**attrs, "kind": "umap"})
+    False
+    """
+    h = hashlib.sha256(f"cytearc attributes digest {ATTRIBUTES_DIGEST_VERSION}\n".encode())
+    h.update(rfc8785.dumps({k: attrs.get(k) for k in IDENTITY_ATTRIBUTES}))
     return format_digest(h)
 
 

@@ -5,10 +5,16 @@ ends in a random 256-bit id, so it belongs to its producer alone. The producer
 creates it with ``complete=False``, writes and checks the payload, and
 publishes it with one attribute write that sets ``complete=True`` and records
 the digest of every payload array (``cytearc:arrayDigests``, computed as each
-array is written; see :mod:`cytearc.artifacts.digests`). A failure before that
-write deletes the group; after it the group stays, complete or not, because
-the write may have persisted although it reported an error. Readers and reuse
-only ever accept ``complete is True``; the digests never enter reuse.
+array is written) and of its identity attributes (``cytearc:attributesDigest``:
+artifact_id, kind, provenance; see :mod:`cytearc.artifacts.digests`). A
+failure before that write deletes the group; after it the group stays,
+complete or not, because the write may have persisted although it reported an
+error. Readers and reuse only ever accept ``complete is True``; the digests
+never enter reuse. A group whose identity attributes disagree with their
+digest, or that records array digests without ``complete=True``, was changed
+after publication: it is damaged, never read, reused or discarded.
+Artifacts published before the attributes digest was recorded are read
+unchecked.
 """
 
 from __future__ import annotations
@@ -21,11 +27,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import rfc8785
 import zarr
+from zarr.core.sync import sync
 
 from cytearc.artifacts.digests import (
+    ATTRIBUTES_DIGEST_ATTRIBUTE,
     DIGESTS_ATTRIBUTE,
     array_digest,
+    attributes_digest,
     lazy_chunk_digests,
     stored_digest,
 )
@@ -33,6 +43,7 @@ from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef
 from cytearc.engine.arrays import open_lazy, store_aligned
 from cytearc.errors import (
     ArtifactError,
+    DamagedArtifactError,
     IncompleteArtifactError,
     MissingArtifactError,
     ReadOnlyStoreError,
@@ -43,7 +54,7 @@ from cytepool._versions import package_version
 from cytepool.codecs import compressor
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
 
     import dask.array as da
     from dask.delayed import Delayed
@@ -74,6 +85,7 @@ ATTRIBUTES: Final = (
     "complete",
 )
 _COMPRESSOR: Final = compressor("zstd", error=ArtifactError)
+_RECOMPUTE: Final = "compute it again: rerun its operation with invalidate_cache=True"
 
 
 @dataclass(frozen=True)
@@ -196,6 +208,16 @@ def _check_attrs(attrs: dict[str, Any], ref: ArtifactRef) -> None:
     ):
         msg = f"{ref}: provenance must map operation, parameters and inputs; found {provenance!r}"
         raise ArtifactError(msg)
+    recorded = attrs.get(ATTRIBUTES_DIGEST_ATTRIBUTE)
+    if recorded is None:
+        return
+    try:
+        found = attributes_digest(attrs)
+    except rfc8785.CanonicalizationError as exc:
+        found = f"no digest ({exc})"
+    if found != recorded:
+        msg = f"{ref}: the identity attributes (artifact_id, kind, provenance) have digest {found}, not the {ATTRIBUTES_DIGEST_ATTRIBUTE!r} {recorded!r} recorded at publication; they were edited after publication and the artifact is never read or reused - {_RECOMPUTE}"
+        raise DamagedArtifactError(msg)
 
 
 def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
@@ -219,6 +241,12 @@ def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
         No group there (removed, or never created).
     IncompleteArtifactError
         The group was never published; it is never read.
+    DamagedArtifactError
+        The group was changed after publication: its identity attributes
+        disagree with their digest, or it records array digests (written
+        only by publication) but not ``complete=True``.
+    ArtifactError
+        Its attributes are missing or malformed.
     """
     ref = ArtifactRef.parse(ref)
     node = root.get(ref.path)
@@ -228,6 +256,10 @@ def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
         )
         raise MissingArtifactError(msg)
     attrs = dict(node.attrs)
+    if attrs.get("complete") is not True and DIGESTS_ATTRIBUTE in attrs:
+        found = f"complete={attrs['complete']!r}" if "complete" in attrs else "no 'complete'"
+        msg = f"{ref}: the artifact records {DIGESTS_ATTRIBUTE!r}, which only its publication writes, but {found} (expected complete=True); its attributes were changed after publication and it is never read or reused - {_RECOMPUTE}"
+        raise DamagedArtifactError(msg)
     if attrs.get("complete") is not True:
         msg = f"{ref}: the artifact was never published (complete={attrs.get('complete')!r}); it is left by an interrupted producer and is never read - compute it again"
         raise IncompleteArtifactError(msg)
@@ -235,15 +267,30 @@ def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
     return Artifact(ref, node, attrs)
 
 
+async def _collect(keys: AsyncIterator[str]) -> list[str]:
+    return [key async for key in keys]
+
+
+def _child_groups(group: zarr.Group) -> list[str]:
+    """The names of ``group``'s child groups; a child folder without ``zarr.json`` is skipped quietly.
+
+    ``cytearc verify`` reports such folders; ``group_keys()`` would warn about them in Zarr's words.
+    """
+    names = sync(_collect(group.store.list_dir(group.path)))
+    return sorted(
+        name for name in names if name != "zarr.json" and isinstance(group.get(name), zarr.Group)
+    )
+
+
 def _kind_groups(root: zarr.Group, scope: str, kind: str | None) -> Iterator[tuple[str, str]]:
     base = root.get(f"{scope}/artifacts" if scope else "artifacts")
     if not isinstance(base, zarr.Group):
         return
-    kinds = sorted(base.group_keys()) if kind is None else [kind]
+    kinds = _child_groups(base) if kind is None else [kind]
     for name in kinds:
         group = base.get(name)
         if isinstance(group, zarr.Group):
-            for artifact_id in sorted(group.group_keys()):
+            for artifact_id in _child_groups(group):
                 yield name, artifact_id
 
 
@@ -277,7 +324,9 @@ def discard_unpublished(root: zarr.Group, *, scopes: list[str]) -> list[Artifact
     """Delete the artifact groups that were never published (``complete`` is not true).
 
     A producer killed outright (SIGKILL, power loss) leaves its group with
-    ``complete=False``; it is never read or reused, only takes space. Call
+    ``complete=False``; it is never read or reused, only takes space. A group
+    that records array digests was published and later damaged: it is kept,
+    for ``cytearc verify`` to report. Call
     this only after confirming that no process is writing to the store: a
     producer still running would lose its group. CyteArc never infers that a
     producer stopped.
@@ -305,7 +354,11 @@ def discard_unpublished(root: zarr.Group, *, scopes: list[str]) -> list[Artifact
     removed = []
     for ref in artifact_refs(root, scopes=scopes):
         node = root.get(ref.path)
-        if isinstance(node, zarr.Group) and node.attrs.get("complete") is not True:
+        if (
+            isinstance(node, zarr.Group)
+            and node.attrs.get("complete") is not True
+            and DIGESTS_ATTRIBUTE not in node.attrs
+        ):
             parent = root[ref.path.rsplit("/", 1)[0]]
             assert isinstance(parent, zarr.Group)
             del parent[ref.artifact_id]
@@ -318,7 +371,8 @@ def list_artifacts(
 ) -> list[Artifact]:
     """Published artifacts of ``scopes`` (``""`` for the datastore), oldest first.
 
-    Unpublished or unreadable groups are left out.
+    Unpublished, damaged or unreadable groups are left out (``cytearc verify``
+    reports the damaged ones).
 
     Parameters
     ----------
@@ -709,7 +763,13 @@ def produce(
         raise
     finally:
         _receipts.reset(token)
-    group.attrs.update({"complete": True, DIGESTS_ATTRIBUTE: digests})
+    group.attrs.update(
+        {
+            "complete": True,
+            DIGESTS_ATTRIBUTE: digests,
+            ATTRIBUTES_DIGEST_ATTRIBUTE: attributes_digest(dict(group.attrs)),
+        }
+    )
     receipt.disposition = "created"
     return open_artifact(root, ref)
 

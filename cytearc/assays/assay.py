@@ -20,7 +20,7 @@ from cytearc.metadata.table import MetaData
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.damage import missing_units, read_region
 from cytearc.storage.layout import CountLayout
-from cytearc.storage.nodes import child_group
+from cytearc.storage.nodes import child_group, child_node
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -233,7 +233,7 @@ class Assay:
             msg = f"{self._matrix_where}/countSummaries: no summary {name!r}; expected one of {list(SUMMARIES)} - pass one of them"
             raise OperationArgumentError(msg)
         where = f"{self._matrix_where}/countSummaries/{name}"
-        array = self._summaries().get(name)
+        array = child_node(self._summaries(), name, where=f"{self._matrix_where}/countSummaries")
         length = self.shape[1] if name == "columnPositive" else self.shape[0]
         kind = "f" if name == "rowSums" and self.dtype.kind == "f" else "i"
         if not isinstance(array, zarr.Array):

@@ -38,6 +38,7 @@ Two views are read back: :func:`read_column` gives the lossless
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -46,18 +47,21 @@ import pandas as pd
 import zarr
 from zarr.codecs import ZstdCodec
 
-from cytearc.errors import CyteArcError, StoreFormatError
+from cytearc.errors import CyteArcError, StoreDamageError, StoreFormatError
 from cytearc.storage.damage import read_region
+from cytearc.storage.nodes import child_node, member_names
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 __all__ = [
+    "DIGEST_ATTRIBUTE",
     "ENCODING_ATTRIBUTE",
     "ENCODING_VERSION",
     "ColumnEncoding",
     "EncodedColumn",
     "as_numpy",
+    "column_digest",
     "column_length",
     "encode_column",
     "parse_encoding",
@@ -67,6 +71,8 @@ __all__ = [
 
 ENCODING_ATTRIBUTE: Final = "cytearc:encoding"
 ENCODING_VERSION: Final = 1
+DIGEST_ATTRIBUTE: Final = "cytearc:valuesDigest"
+"""Attribute of a column: :func:`column_digest` of its stored arrays, checked on every read."""
 CHUNK_ROWS: Final = 1 << 20
 """Rows per chunk of every column array (fewer when the column is shorter)."""
 TIME_UNITS: Final = ("s", "ms", "us", "ns")
@@ -415,6 +421,61 @@ def _create_array(
         array[:] = values
 
 
+def column_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    r"""The SHA-256 of a column's stored arrays, as ``sha256:<hex>``.
+
+    Over the text ``cytearc column digest 1\n``, then for each array in name
+    order: its name, a NUL, its dtype (NumPy's little-endian ``dtype.str``,
+    ``O`` for text), a NUL and its values: the little-endian bytes of numbers
+    and booleans, each text value as its UTF-8 length (8 bytes, little
+    endian) then its bytes, a missing text value as eight 0xFF bytes. A
+    deleted chunk (read as the fill value), swapped arrays or an edited value
+    change it.
+
+    Parameters
+    ----------
+    arrays
+        Member name (``""`` for a column stored as one array) to its values.
+
+    Returns
+    -------
+    str
+        The digest.
+
+    Examples
+    --------
+    >>> column_digest({"": np.array([True, False])})[:15]
+    'sha256:4c99c10e'
+    """
+    h = hashlib.sha256(b"cytearc column digest 1\n")
+    for name in sorted(arrays):
+        values = np.asarray(arrays[name])
+        text = values.dtype.kind in "OTU"
+        dtype = "O" if text else values.dtype.newbyteorder("<").str
+        h.update(name.encode() + b"\0" + dtype.encode() + b"\0")
+        if not text:
+            h.update(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).tobytes())
+            continue
+        for value in values.tolist():
+            if value is None:
+                h.update(b"\xff" * 8)
+            else:
+                data = str(value).encode("utf-8")
+                h.update(len(data).to_bytes(8, "little") + data)
+    return "sha256:" + h.hexdigest()
+
+
+def _check_digest(node: _Node, arrays: Mapping[str, np.ndarray], *, where: str) -> None:
+    recorded = node.attrs.get(DIGEST_ATTRIBUTE)
+    if recorded is not None and recorded != column_digest(arrays):
+        msg = (
+            f"{where}: the column's values differ from the digest recorded when it was written "
+            "(a chunk was deleted, replaced or edited); the store is damaged - run `cytearc verify` "
+            "and restore the store from a copy, or import the source again"
+        )
+        raise StoreDamageError(msg)
+
+
 def write_column(
     group: zarr.Group,
     name: str,
@@ -436,9 +497,14 @@ def write_column(
     dimension
         The dimension name of the column's arrays (``"cell"`` or ``"feature"``).
     attributes
-        More attributes of the node; ``cytearc:encoding`` is added.
+        More attributes of the node; ``cytearc:encoding`` and
+        ``cytearc:valuesDigest`` are added.
     """
-    stamped = {**(attributes or {}), ENCODING_ATTRIBUTE: column.encoding.to_json()}
+    stamped = {
+        **(attributes or {}),
+        ENCODING_ATTRIBUTE: column.encoding.to_json(),
+        DIGEST_ATTRIBUTE: column_digest(column.arrays),
+    }
     if name in group:
         del group[name]
     if "" in column.arrays:
@@ -483,7 +549,7 @@ def column_length(node: _Node, *, where: str) -> int:
 
 
 def _member(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
-    node = group.get(name)
+    node = child_node(group, name, where=where)
     if not isinstance(node, zarr.Array) or len(node.shape) != 1:
         msg = f"{where}/{name}: expected a 1-D array; re-import the store"
         raise StoreFormatError(msg)
@@ -535,17 +601,20 @@ def read_column(node: _Node, *, n_rows: int, where: str) -> pd.Series:
             if not isinstance(node, zarr.Array) or len(node.shape) != 1:
                 msg = f"{where}: encoding {encoding.type!r} is stored as a 1-D array, found a group; re-import the store"
                 raise StoreFormatError(msg)
-            series = _read_array(encoding, _values(node), where=where)
+            values = _values(node)
+            series = _read_array(encoding, values, where=where)
+            _check_digest(node, {"": values}, where=where)
         else:
             if not isinstance(node, zarr.Group):
                 msg = f"{where}: encoding {encoding.type!r} is stored as a group of {sorted(members)}, found an array; re-import the store"
                 raise StoreFormatError(msg)
-            found = set(node.keys())
+            found = member_names(node, where=where)
             if found != members:
                 msg = f"{where}: encoding {encoding.type!r} has the arrays {sorted(members)}, found {sorted(found)}; re-import the store"
                 raise StoreFormatError(msg)
             arrays = {m: _values(_member(node, m, where=where)) for m in members}
             series = _read_group(encoding, arrays, where=where)
+            _check_digest(node, arrays, where=where)
     if len(series) != n_rows:
         msg = f"{where}: {len(series)} values for the table's {n_rows} rows; re-import the store"
         raise StoreFormatError(msg)

@@ -29,14 +29,17 @@ from cytearc.errors import (
     ReservedColumnError,
 )
 from cytearc.metadata.encoding import (
+    DIGEST_ATTRIBUTE,
     ENCODING_ATTRIBUTE,
     EncodedColumn,
     as_numpy,
+    column_digest,
     column_length,
     encode_column,
     read_column,
     write_column,
 )
+from cytearc.storage.nodes import child_node
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -106,6 +109,12 @@ def write_table(group: zarr.Group, table: pd.DataFrame, *, dimension: str, where
     for name, column in encoded.items():
         write_column(group, name, column, dimension=dimension)
     group.attrs[COLUMNS_ATTRIBUTE] = list(encoded)
+
+
+def _rewrite_key(array: zarr.Array[Any], values: np.ndarray) -> None:
+    """Write a boolean key's values in place, then the digest that reads check."""
+    array[:] = values
+    array.attrs[DIGEST_ATTRIBUTE] = column_digest({"": values})
 
 
 class Staging:
@@ -295,7 +304,7 @@ class MetaData:
             raise ColumnNotFoundError(msg)
         if self.staging is not None and column in self.staging.columns:
             return self.staging.group[column]
-        node = self._group.get(column)
+        node = child_node(self._group, column, where=self.where)
         if not isinstance(node, zarr.Array | zarr.Group):
             msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored (a writer was killed while replacing it); drop it with the table's .drop({column!r}) and recompute it, or re-import the store"
             raise CyteArcError(msg)
@@ -517,8 +526,8 @@ class MetaData:
         if column in ("ids", "I"):
             msg = f"{self.where}: column {column!r} belongs to the table; it cannot be replaced"
             raise ReservedColumnError(msg)
-        if attributes and ENCODING_ATTRIBUTE in attributes:
-            msg = f"{self.where}: attribute {ENCODING_ATTRIBUTE!r} of {column!r} is written from the values; leave it out"
+        if attributes and {ENCODING_ATTRIBUTE, DIGEST_ATTRIBUTE} & set(attributes):
+            msg = f"{self.where}: attributes {ENCODING_ATTRIBUTE!r} and {DIGEST_ATTRIBUTE!r} of {column!r} are written from the values; leave them out"
             raise CyteArcError(msg)
         series = (
             values.reset_index(drop=True) if isinstance(values, pd.Series) else pd.Series(values)
@@ -601,7 +610,7 @@ class MetaData:
             raise CyteArcError(msg)
         updated = np.zeros(self.n_rows, dtype=bool)
         updated[mask] = values
-        array[:] = updated
+        _rewrite_key(array, updated)
 
     def reset_key(self, key: str) -> None:
         """Mark every row in the boolean column ``key``.
@@ -624,7 +633,7 @@ class MetaData:
         """
         self._check_write(key, operation="reset_key")
         self._refuse_staged("reset_key")
-        self._key_array(key)[:] = np.ones(self.n_rows, dtype=bool)
+        _rewrite_key(self._key_array(key), np.ones(self.n_rows, dtype=bool))
 
     def drop(self, column: str) -> None:
         """Remove ``column``; ``ids``, ``I`` and assay-membership columns are protected.
@@ -654,7 +663,9 @@ class MetaData:
                 f"{self.where}: no column {column!r}; columns are {self.columns} - pass one of them"
             )
             raise ColumnNotFoundError(msg)
-        node = self._group.get(column)  # None: a writer killed while replacing it
+        node = child_node(
+            self._group, column, where=self.where
+        )  # None: a writer killed mid-replace
         if column in ("ids", "I") or (
             node is not None and node.attrs.get("role") == "assay_membership"
         ):

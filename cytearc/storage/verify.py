@@ -20,9 +20,14 @@ task per band, and checks, in one graph:
 - the dataset fingerprint recomputed from the cell ids, the feature ids and
   names, and the counts fingerprints;
 - every published artifact: each array's digest
-  (:mod:`cytearc.artifacts.digests`) equals the one recorded at publication.
-  Artifacts published before digests were recorded, and groups never
-  published, are *unchecked*, not damaged.
+  (:mod:`cytearc.artifacts.digests`) equals the one recorded at publication,
+  and so does the digest of its identity attributes (artifact_id, kind,
+  provenance). Artifacts published before digests were recorded, and groups
+  never published, are *unchecked*, not damaged; a group that records array
+  digests (written only by publication) but not ``complete=True`` is damaged;
+- on a local store, every folder of an artifact, of an artifact kind, or of
+  a scope's ``artifacts`` that holds files but no group ``zarr.json`` (Zarr
+  no longer sees the artifacts in it) is damaged.
 
 A missing shard reads as zeros, which is also what an all-zero shard left
 unwritten reads as; it is damage exactly when the values then disagree with
@@ -33,12 +38,14 @@ chunk. Nothing is written.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
 import zarr
 from dask.delayed import delayed
+from zarr.storage import LocalStore
 
 from cytearc.artifacts.digests import (
     DIGESTS_ATTRIBUTE,
@@ -690,6 +697,43 @@ def _artifact_plan(store: Store) -> _Plan:
     return plan
 
 
+_GROUP_LEVELS: Final = (
+    ("the artifacts group", "the artifacts in it are not found until it is restored"),
+    ("an artifact kind group", "the artifacts in it are not found until it is restored"),
+    ("an artifact's group", "or delete the folder and " + ARTIFACT_REMEDY),
+)
+
+
+def _headless_groups(store: Store) -> list[Check]:
+    """The folders of artifact groups of a local store that hold files but no group ``zarr.json``."""
+    local = store.root.store
+    if not isinstance(local, LocalStore):
+        return []
+    top = Path(local.root, store.root.path)
+    checks = []
+    for scope in ["", *store.assays]:
+        base = top / scope / "artifacts" if scope else top / "artifacts"
+        folders = [base, *sorted(base.glob("*")), *sorted(base.glob("*/*"))]
+        for folder in folders:
+            if (
+                not folder.is_dir()
+                or (folder / "zarr.json").is_file()
+                or not any(f.is_file() for f in folder.rglob("*"))
+            ):
+                continue
+            path = folder.relative_to(top).as_posix()
+            group, remedy = _GROUP_LEVELS[len(folder.relative_to(base).parts)]
+            damage = Damage(
+                array=path,
+                chunk=None,
+                expected=f"{group} metadata ({path}/zarr.json)",
+                found=f"arrays or chunks but no zarr.json: {group} metadata is missing",
+                remedy=f"restore {path}/zarr.json from a copy of the store; {remedy}",
+            )
+            checks.append(Check(item=path, what="group metadata", status="damaged", damage=damage))
+    return checks
+
+
 def _array_check(item: str, array: zarr.Array[Any], expected: str, parts: list[Any]) -> Check:
     failed = next((p for p in parts if isinstance(p, _Unreadable)), None)
     if failed is not None:
@@ -727,8 +771,8 @@ def verify_store(store: Store) -> VerifyReport:
     -------
     VerifyReport
         Every check in order (each assay's ``counts``, ``countsT`` and
-        summaries, the dataset fingerprint, then the artifacts) and the first
-        damage found.
+        summaries, the dataset fingerprint, the artifacts, then the artifact
+        folders that lost their group metadata) and the first damage found.
 
     Raises
     ------
@@ -748,4 +792,5 @@ def verify_store(store: Store) -> VerifyReport:
         position += len(plan.tasks)
     checks.append(_dataset_check(store))
     checks.extend(artifacts.judge(results[position:]))
+    checks.extend(_headless_groups(store))
     return VerifyReport(location=store.where, checks=tuple(checks))

@@ -389,7 +389,26 @@ def _missing_artifact(store: Path) -> object:
 )
 def _incomplete_artifact(store: Path) -> object:
     ref = _selection(store)
-    zarr.open_group(store / ref, mode="r+").attrs["complete"] = False
+    group = zarr.open_group(store / ref, mode="r+")
+    unpublished = {k: v for k, v in group.attrs.items() if not k.startswith("cytearc:")}
+    group.attrs.clear()
+    group.attrs.update({**unpublished, "complete": False})
+    return _open(store).load_artifact(ref)
+
+
+@case(
+    errors.DamagedArtifactError,
+    f"artifacts/cell_selection/{ARTIFACT_ID}: the identity attributes \\(artifact_id, kind, "
+    "provenance\\) have digest sha256:[0-9a-f]{64}, not the 'cytearc:attributesDigest' "
+    "'sha256:[0-9a-f]{64}' recorded at publication; they were edited after publication and "
+    "the artifact is never read or reused - compute it again: rerun its operation with "
+    "invalidate_cache=True",
+)
+def _damaged_artifact(store: Path) -> object:
+    ref = _selection(store)
+    group = zarr.open_group(store / ref, mode="r+")
+    provenance = dict(group.attrs["provenance"])
+    group.attrs["provenance"] = {**provenance, "parameters": {"edited": True}}
     return _open(store).load_artifact(ref)
 
 

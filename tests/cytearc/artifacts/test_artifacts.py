@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import select
 import signal
@@ -16,6 +17,7 @@ import dask.array as da
 import numpy as np
 import pandas as pd
 import pytest
+import rfc8785
 import scipy.sparse as sp
 import zarr
 
@@ -33,11 +35,16 @@ from cytearc.artifacts import (
     planning_receipts,
     produce,
 )
-from cytearc.artifacts.digests import DIGESTS_ATTRIBUTE
-from cytearc.artifacts.store import ATTRIBUTES
+from cytearc.artifacts.digests import (
+    ATTRIBUTES_DIGEST_ATTRIBUTE,
+    DIGESTS_ATTRIBUTE,
+    attributes_digest,
+)
+from cytearc.artifacts.store import ATTRIBUTES, discard_unpublished
 from cytearc.engine.cluster import get_engine
 from cytearc.errors import (
     ArtifactError,
+    DamagedArtifactError,
     IncompleteArtifactError,
     MissingArtifactError,
     NonFiniteArtifactError,
@@ -158,11 +165,11 @@ def test_make_provenance_records_revision_from_two(revision: int, *, recorded: b
 
 
 def test_produce_publishes_exactly_the_seven_attributes(root: zarr.Group) -> None:
-    """A produced group holds the seven attributes and its arrays' digests, complete=True, and its payload."""
+    """A produced group holds the seven attributes and its two digests, complete=True, and its payload."""
     provenance = _provenance()
     artifact = _produce(root, provenance, execution_options={"workers": 2})
     attrs = dict(root[artifact.ref.path].attrs)
-    assert set(attrs) == {*ATTRIBUTES, DIGESTS_ATTRIBUTE}
+    assert set(attrs) == {*ATTRIBUTES, DIGESTS_ATTRIBUTE, ATTRIBUTES_DIGEST_ATTRIBUTE}
     assert set(attrs[DIGESTS_ATTRIBUTE]) == set(root[artifact.ref.path].array_keys())
     assert len(ATTRIBUTES) == 7
     assert attrs["complete"] is True
@@ -213,7 +220,7 @@ def test_stored_stale_or_malformed_revision_is_never_reused(
     """A stored provenance recording revision 1 or a non-integer revision is not current."""
     first = _produce(root, _provenance())
     recorded = {**_provenance(), "revision": revision}
-    root[first.ref.path].attrs["provenance"] = recorded
+    _publish_attributes(root[first.ref.path], provenance=recorded)
     assert open_artifact(root, first.ref).provenance == recorded
     assert find_reusable(root, scope=SCOPE, kind=KIND, provenance=recorded) is None
     again = _produce(root, recorded)
@@ -456,16 +463,23 @@ def _run_and_kill(script: str, *args: str) -> str:
     return line
 
 
-def _assert_never_read_or_reused(root: zarr.Group, ref: ArtifactRef) -> None:
-    with pytest.raises(IncompleteArtifactError) as info:
+def _assert_never_read_or_reused(
+    root: zarr.Group,
+    ref: ArtifactRef,
+    *,
+    error: type[ArtifactError] = IncompleteArtifactError,
+    provenance: dict[str, Any] | None = None,
+) -> None:
+    provenance = provenance or _provenance()
+    with pytest.raises(error) as info:
         open_artifact(root, ref)
     assert isinstance(info.value, ArtifactError)
     assert str(ref) in str(info.value)
     assert list_artifacts(root, scopes=[SCOPE]) == []
-    assert find_reusable(root, scope=SCOPE, kind=KIND, provenance=_provenance()) is None
-    with pytest.raises(IncompleteArtifactError):
+    assert find_reusable(root, scope=SCOPE, kind=KIND, provenance=provenance) is None
+    with pytest.raises(error):
         lineage(root, ref)
-    fresh = _produce(root, _provenance())
+    fresh = _produce(root, provenance)
     assert fresh.ref != ref
     assert root.get(ref.path) is not None, "an unpublished group is never deleted by reuse"
     assert list_artifacts(root, scopes=[SCOPE]) == [fresh]
@@ -485,12 +499,105 @@ def test_killed_producer_leaves_an_unpublished_group(tmp_path: Path) -> None:
     _assert_never_read_or_reused(root, ref)
 
 
+def _unpublish(group: zarr.Group, complete: object) -> None:
+    """Make ``group`` as its producer left it before the publish write: no digests, ``complete``."""
+    attrs = {k: v for k, v in group.attrs.items() if not k.startswith("cytearc:")}
+    group.attrs.clear()
+    group.attrs.update({**attrs, "complete": complete})
+
+
+def _publish_attributes(group: zarr.Group, **changes: object) -> None:
+    """Change identity attributes of ``group`` as if it had been published with them."""
+    attrs = {**group.attrs, **changes}
+    group.attrs.update({**changes, ATTRIBUTES_DIGEST_ATTRIBUTE: attributes_digest(attrs)})
+
+
 @pytest.mark.parametrize("complete", [False, None, "true", 1])
 def test_persisted_unpublished_attribute_is_never_read(root: zarr.Group, complete: object) -> None:
-    """A group whose publish write left complete other than True is treated as unpublished."""
+    """A group without digests whose complete is other than True is unpublished; discard deletes it."""
     artifact = _produce(root, _provenance())
-    root[artifact.ref.path].attrs["complete"] = complete
+    _unpublish(root[artifact.ref.path], complete)
     _assert_never_read_or_reused(root, artifact.ref)
+    assert discard_unpublished(root, scopes=[SCOPE]) == [artifact.ref]
+    assert root.get(artifact.ref.path) is None
+
+
+@pytest.mark.parametrize("complete", ["delete", False, None])
+def test_published_group_that_lost_complete_is_damaged_and_kept(
+    root: zarr.Group, complete: object
+) -> None:
+    """A group recording array digests but not complete=True is damaged: never read, reused or discarded."""
+    artifact = _produce(root, _provenance())
+    group = root[artifact.ref.path]
+    if complete == "delete":
+        del group.attrs["complete"]
+    else:
+        group.attrs["complete"] = complete
+    with pytest.raises(
+        DamagedArtifactError, match=r"only its publication writes.*invalidate_cache=True"
+    ):
+        open_artifact(root, artifact.ref)
+    assert discard_unpublished(root, scopes=[SCOPE]) == []
+    _assert_never_read_or_reused(root, artifact.ref, error=DamagedArtifactError)
+    assert discard_unpublished(root, scopes=[SCOPE]) == []
+    assert root.get(artifact.ref.path) is not None
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"parameters": {"k": 2}},
+        {"parameters": {"k": 1, "extra": True}},
+        {"inputs": {"x": "sha256:1"}},
+        {"operation": "tests.other"},
+    ],
+)
+def test_edited_provenance_is_damaged_never_read_or_reused(
+    root: zarr.Group, edit: dict[str, Any]
+) -> None:
+    """A provenance edited after publication disagrees with its attributes digest: never read or reused."""
+    artifact = _produce(root, _provenance())
+    edited = {**_provenance(), **edit}
+    root[artifact.ref.path].attrs["provenance"] = edited
+    with pytest.raises(
+        DamagedArtifactError, match=r"edited after publication.*invalidate_cache=True"
+    ):
+        open_artifact(root, artifact.ref)
+    _assert_never_read_or_reused(root, artifact.ref, error=DamagedArtifactError, provenance=edited)
+    assert discard_unpublished(root, scopes=[SCOPE]) == []
+
+
+def test_an_edit_to_a_non_identity_attribute_is_read(root: zarr.Group) -> None:
+    """The attributes digest covers artifact_id, kind and provenance only: execution options may change."""
+    artifact = _produce(root, _provenance(), execution_options={"workers": 2})
+    root[artifact.ref.path].attrs["execution_options"] = {"workers": 3}
+    assert open_artifact(root, artifact.ref).attrs["execution_options"] == {"workers": 3}
+    assert _produce(root, _provenance()).ref == artifact.ref
+
+
+def test_an_artifact_published_before_the_attributes_digest_is_read_unchecked(
+    root: zarr.Group,
+) -> None:
+    """Without a recorded attributes digest, an artifact opens and is reused as its provenance says."""
+    artifact = _produce(root, _provenance())
+    group = root[artifact.ref.path]
+    del group.attrs[ATTRIBUTES_DIGEST_ATTRIBUTE]
+    group.attrs["provenance"] = _provenance(k=2)
+    assert open_artifact(root, artifact.ref).parameters == {"k": 2}
+    assert _produce(root, _provenance(k=2)).ref == artifact.ref
+
+
+def test_the_attributes_digest_follows_its_specification(root: zarr.Group) -> None:
+    """The recorded attributes digest recomputed with hashlib and rfc8785 from the module's description."""
+    artifact = _produce(root, _provenance(k=0.5))
+    identity = {
+        "artifact_id": artifact.ref.artifact_id,
+        "kind": KIND,
+        "provenance": _provenance(k=0.5),
+    }
+    h = hashlib.sha256(b"cytearc attributes digest 1\n" + rfc8785.dumps(identity))
+    assert artifact.attrs[ATTRIBUTES_DIGEST_ATTRIBUTE] == "sha256:" + h.hexdigest()
+    assert ATTRIBUTES_DIGEST_ATTRIBUTE not in artifact.provenance
 
 
 def test_missing_group_fails_closed(root: zarr.Group) -> None:

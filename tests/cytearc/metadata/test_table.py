@@ -20,6 +20,7 @@ from cytearc.errors import (
     ReadOnlyStoreError,
     ReservedColumnError,
     StoreDamageError,
+    StoreFormatError,
 )
 from cytearc.metadata.encoding import ENCODING_ATTRIBUTE
 from cytearc.metadata.table import MetaData, write_table
@@ -213,7 +214,7 @@ def test_insert_refusals_write_nothing(tmp_path: Path) -> None:
         table.insert("x", [1, 2])
     with pytest.raises(CyteArcError, match="without '/'"):
         table.insert("a/b", np.arange(4))
-    with pytest.raises(CyteArcError, match="leave it out"):
+    with pytest.raises(CyteArcError, match="leave them out"):
         table.insert("x", np.arange(4), attributes={ENCODING_ATTRIBUTE: {"type": "int"}})
     with pytest.raises(CyteArcError, match="convert the column"):
         table.insert("x", pd.Series([b"a", b"b", b"c", b"d"]))
@@ -427,3 +428,44 @@ def test_a_flipped_bit_in_a_column_chunk_is_named(tmp_path: Path) -> None:
     chunk.write_bytes(bytes(data))
     with pytest.raises(StoreDamageError, match=r"score.*cannot be decoded.*cytearc verify"):
         table.fetch_all("score")
+
+
+def test_a_deleted_or_swapped_column_chunk_is_named(tmp_path: Path) -> None:
+    """A column's digest catches swapped chunks and a deleted chunk (read as the fill value)."""
+    table = _table(tmp_path)
+    table.insert("a", np.arange(1, table.n_rows + 1, dtype=np.int64))
+    table.insert("b", np.arange(10, 10 + table.n_rows, dtype=np.int64))
+    root = tmp_path / "cells.zarr"
+    (root / "a" / "c").rename(root / "a-chunks")
+    (root / "b" / "c").rename(root / "a" / "c")
+    (root / "a-chunks").rename(root / "b" / "c")
+    for column in ("a", "b"):
+        with pytest.raises(StoreDamageError, match=rf"cells/{column}: the column's values differ"):
+            table.fetch_all(column)
+    shutil.rmtree(root / "a" / "c")
+    with pytest.raises(StoreDamageError, match="a chunk was deleted, replaced or edited"):
+        table.fetch_all("a")
+
+
+def test_key_updates_keep_the_digest(tmp_path: Path) -> None:
+    """update_key and reset_key rewrite the key's digest with its values."""
+    table = _table(tmp_path)
+    table.update_key(np.array([True, False, True, False]), "I")
+    np.testing.assert_array_equal(table.fetch_all("I"), [True, False, True, False])
+    table.reset_key("I")
+    assert table.fetch_all("I").all()
+
+
+@pytest.mark.parametrize(
+    "document", ["score/zarr.json", "kind/categories/zarr.json", "kind/zarr.json"]
+)
+def test_a_damaged_column_document_is_named(tmp_path: Path, document: str) -> None:
+    """A truncated zarr.json of a column or of a member array is a StoreFormatError naming the column."""
+    table = _table(tmp_path)
+    table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+    table.insert("kind", pd.Categorical(["T", "B", "T", "B"]))
+    path = tmp_path / "cells.zarr" / document
+    path.write_bytes(path.read_bytes()[:40])
+    column = document.split("/", maxsplit=1)[0]
+    with pytest.raises(StoreFormatError, match=rf"cells(/{column})?.*zarr\.json.*cannot be read"):
+        MetaData(table._group, dimension="cell", where="cells").fetch_all(column)

@@ -7,6 +7,7 @@ reading and verifying wrote nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 import zarr
+from zarr.errors import ZarrUserWarning
 
 from cytearc import DataStore
 from cytearc.artifacts.digests import DIGESTS_ATTRIBUTE, stored_digest
@@ -263,7 +265,10 @@ def test_unpublished_groups_are_listed_and_discarded_on_request(
     """A group a killed producer left (complete=False) is unchecked; --discard-unpublished removes it."""
     ds = _open(store, zarr_mode="r+")
     normalized = ds.features.normalize("RNA")
-    zarr.open_group(store / normalized.ref.path, mode="r+").attrs["complete"] = False
+    group = zarr.open_group(store / normalized.ref.path, mode="r+")
+    unpublished = {k: v for k, v in group.attrs.items() if not k.startswith("cytearc:")}
+    group.attrs.clear()
+    group.attrs.update({**unpublished, "complete": False})
     check = {c.item: c for c in _open(store).verify().checks}[normalized.ref.path]
     assert (check.status, check.note) == (
         "unchecked",
@@ -273,6 +278,73 @@ def test_unpublished_groups_are_listed_and_discarded_on_request(
     assert f"discarded unpublished artifact {normalized.ref}" in capsys.readouterr().err
     assert not (store / normalized.ref.path).exists()
     assert _open(store, zarr_mode="r+").discard_unpublished_artifacts() == []
+
+
+def test_an_edited_provenance_is_damage_and_is_computed_again(store: Path) -> None:
+    """A provenance edited after publication is damage naming the artifact; normalize computes a new one."""
+    normalized = _open(store, zarr_mode="r+").features.normalize("RNA")
+    group = zarr.open_group(store / normalized.ref.path, mode="r+")
+    provenance = dict(group.attrs["provenance"])
+    provenance["parameters"] = {**provenance["parameters"], "target_sum": 20000.0}
+    group.attrs["provenance"] = provenance
+    report = _open(store).verify()
+    damage = report.damage
+    assert damage is not None
+    assert damage.array == normalized.ref.path
+    assert "edited after publication" in damage.found
+    assert "invalidate_cache=True" in damage.found
+    assert {c.item: c.status for c in report.checks}[normalized.ref.path] == "damaged"
+    again = _open(store, zarr_mode="r+").features.normalize("RNA")
+    assert again.ref != normalized.ref
+    assert (store / normalized.ref.path).is_dir()
+
+
+@pytest.mark.parametrize("complete", ["delete", False])
+def test_a_published_artifact_that_lost_complete_is_damage_and_kept(
+    store: Path, complete: object
+) -> None:
+    """A group recording array digests but not complete=True is damaged, not unpublished: never discarded."""
+    normalized = _open(store, zarr_mode="r+").features.normalize("RNA")
+    group = zarr.open_group(store / normalized.ref.path, mode="r+")
+    if complete == "delete":
+        del group.attrs["complete"]
+    else:
+        group.attrs["complete"] = complete
+    report = _open(store).verify()
+    assert not report.ok
+    check = {c.item: c for c in report.checks}[normalized.ref.path]
+    assert check.status == "damaged"
+    assert check.damage is not None
+    assert "only its publication writes" in check.damage.found
+    assert _open(store, zarr_mode="r+").discard_unpublished_artifacts() == []
+    assert (store / normalized.ref.path / "zarr.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("level", "group"),
+    [(0, "an artifact's group"), (1, "an artifact kind group"), (2, "the artifacts group")],
+)
+def test_an_artifact_folder_without_group_metadata_is_damage(
+    store: Path, level: int, group: str
+) -> None:
+    """A deleted zarr.json of an artifact, its kind or its scope's artifacts is damage naming the folder."""
+    normalized = _open(store, zarr_mode="r+").features.normalize("RNA")
+    folder = store / normalized.ref.path
+    for _ in range(level):
+        folder = folder.parent
+    (folder / "zarr.json").unlink()
+    path = folder.relative_to(store).as_posix()
+    with contextlib.ExitStack() as stack:
+        if level == 2:  # the assay's group listing meets the folder: Zarr's own warning
+            stack.enter_context(pytest.warns(ZarrUserWarning, match="Object at artifacts"))
+        report = _open(store).verify()
+    assert "array digests" not in {c.what for c in report.checks if c.item == normalized.ref.path}
+    damage = report.damage
+    assert damage is not None
+    assert damage.array == path
+    assert damage.found == f"arrays or chunks but no zarr.json: {group} metadata is missing"
+    assert f"restore {path}/zarr.json" in damage.remedy
+    assert [c.item for c in report.checks if c.status == "damaged"] == [path]
 
 
 def test_the_array_digest_follows_its_specification(store: Path) -> None:
