@@ -84,6 +84,19 @@ def _read_array(dataset: h5py.Dataset) -> np.ndarray:
     return values
 
 
+def _member(group: h5py.Group, key: str, *, encoding: str) -> h5py.Dataset:
+    """The dataset ``key`` of a column stored as a group, or a SourceFormatError naming both."""
+    node = group.get(key)
+    if not isinstance(node, h5py.Dataset):
+        found = "missing" if node is None else "a group"
+        msg = (
+            f"{_where(group)}/{key}: expected the dataset of {key} of an AnnData {encoding} "
+            f"column, found it {found}; the file is damaged or incomplete: write it again with anndata"
+        )
+        raise SourceFormatError(msg)
+    return node
+
+
 def _categorical(
     codes: h5py.Dataset, categories: h5py.Dataset, *, ordered: object
 ) -> pd.Categorical:
@@ -91,8 +104,41 @@ def _categorical(
     if values.dtype.kind not in "iu":
         msg = f"{_where(codes)}: categorical codes must be integers, found {values.dtype}"
         raise SourceFormatError(msg)
-    dtype = pd.CategoricalDtype(pd.Index(_read_array(categories)), ordered=bool(ordered))
+    levels = _read_array(categories)
+    if values.size and (values.min() < -1 or values.max() >= levels.size):
+        msg = (
+            f"{_where(codes)}: categorical codes must lie in [-1, {levels.size}) for the "
+            f"{levels.size} categories of {categories.name}, found {values.min()}..{values.max()}; "
+            "the file is damaged: write it again with anndata"
+        )
+        raise SourceFormatError(msg)
+    try:
+        dtype = pd.CategoricalDtype(pd.Index(levels), ordered=bool(ordered))
+    except (ValueError, TypeError) as error:
+        msg = (
+            f"{_where(categories)}: expected distinct, non-missing categories, found others "
+            f"({error}); the file is damaged: write it again with anndata"
+        )
+        raise SourceFormatError(msg) from error
     return pd.Categorical.from_codes(values.astype(np.int64), dtype=dtype)
+
+
+def _referenced_categories(codes: h5py.Dataset) -> h5py.Dataset:
+    """The categories of a pre-0.7 categorical column, which references them from an attribute."""
+    try:
+        node = codes.parent[codes.attrs["categories"]]
+    except (KeyError, ValueError, TypeError) as error:
+        node = None
+        detail = f" ({error})"
+    else:
+        detail = ""
+    if not isinstance(node, h5py.Dataset):
+        msg = (
+            f"{_where(codes)}: its attribute 'categories' must reference the dataset of its "
+            f"categories, found no dataset there{detail}; the file is damaged: write it again with anndata"
+        )
+        raise SourceFormatError(msg)
+    return node
 
 
 def _read_column(node: h5py.Dataset | h5py.Group) -> _Column:
@@ -100,16 +146,25 @@ def _read_column(node: h5py.Dataset | h5py.Group) -> _Column:
     encoding = _encoding(node)
     if isinstance(node, h5py.Dataset):
         if "categories" in node.attrs:
-            categories = node.parent[node.attrs["categories"]]
+            categories = _referenced_categories(node)
             return _categorical(node, categories, ordered=categories.attrs.get("ordered", False))
         if encoding in {None, "array", "string-array"}:
             return _read_array(node)
     elif encoding == "categorical":
         return _categorical(
-            node["codes"], node["categories"], ordered=node.attrs.get("ordered", False)
+            _member(node, "codes", encoding=encoding),
+            _member(node, "categories", encoding=encoding),
+            ordered=node.attrs.get("ordered", False),
         )
     elif encoding in {"nullable-integer", "nullable-boolean", "nullable-string-array"}:
-        values, mask = _read_array(node["values"]), _read_array(node["mask"]).astype(bool)
+        values = _read_array(_member(node, "values", encoding=encoding))
+        mask = _read_array(_member(node, "mask", encoding=encoding)).astype(bool)
+        if mask.shape != values.shape:
+            msg = (
+                f"{_where(node)}: expected a mask of {values.size} values as its values, "
+                f"found {mask.size}; the file is damaged: write it again with anndata"
+            )
+            raise SourceFormatError(msg)
         if encoding == "nullable-integer":
             return pd.arrays.IntegerArray(values, mask)
         if encoding == "nullable-boolean":

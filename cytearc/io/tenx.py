@@ -207,6 +207,19 @@ class TenxH5Source(FileSource):
             if "_all_tag_keys" in group
             else []
         )
+        shapes = {
+            key: node.shape
+            for key in dict.fromkeys([*_V3_COLUMNS, "genome", *tags])
+            if isinstance(node := group.get(key), h5py.Dataset)
+        }
+        if len(set(shapes.values())) > 1 or columns["ids"].ndim != 1:
+            found = ", ".join(f"{key} {shape}" for key, shape in shapes.items())
+            msg = (
+                f"{where}: expected its per-feature datasets to hold one entry per feature each, "
+                f"found the shapes {found}; the file is damaged: copy it again or export it "
+                "again from Cell Ranger"
+            )
+            raise SourceFormatError(msg)
         extras = ["genome", *tags, *sorted(group)]
         for key in dict.fromkeys(extras):
             node = group.get(key)
@@ -331,6 +344,27 @@ def _read_tsv(path: Path) -> pd.DataFrame:
     except (pd.errors.ParserError, UnicodeDecodeError) as error:
         msg = f"{path}: not a tab-separated table ({error})"
         raise SourceFormatError(msg) from error
+
+
+def _check_field_counts(path: Path) -> None:
+    """Refuse a table whose lines do not all hold as many fields as its first line."""
+    expected: int | None = None
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.rstrip("\r\n")
+            if not text:
+                continue
+            found = text.count("\t") + 1
+            if expected is None:
+                expected = found
+            elif found != expected:
+                msg = (
+                    f"{path}: line {number}: expected {expected} tab-separated fields as on the "
+                    f"first line, found {found} ({text!r}); 10x writes the same fields on every "
+                    "line (id and name in v2, then the feature type in v3): repair the line or "
+                    "export the file again"
+                )
+                raise SourceFormatError(msg)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -481,6 +515,7 @@ class TenxMtxSource(FileSource):
     @staticmethod
     def _read_features(path: Path, n_features: int) -> pd.DataFrame:
         table = _read_tsv(path)
+        _check_field_counts(path)
         if len(table) != n_features:
             msg = f"{path}: {len(table)} features for a matrix of {n_features} features"
             raise SourceFormatError(msg)

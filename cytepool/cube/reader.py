@@ -53,6 +53,15 @@ if TYPE_CHECKING:
 
 __all__ = ["read_cube"]
 
+_METADATA_ERRORS = (OSError, ValueError, TypeError, KeyError, AttributeError)
+"""What zarr raises for a ``zarr.json`` that is not readable Zarr v3 metadata.
+
+Undecodable bytes and invalid JSON (:class:`UnicodeDecodeError`,
+:class:`json.JSONDecodeError`) and zarr's ``MetadataValidationError`` are
+:class:`ValueError`; JSON of the wrong shape gives :class:`TypeError`,
+:class:`KeyError` or :class:`AttributeError`.
+"""
+
 
 def read_cube(path: str | Path) -> Cube:
     """Open the cube at ``path`` strictly; its layers are lazy Dask arrays chunked as stored.
@@ -150,7 +159,7 @@ def read_cube(path: str | Path) -> Cube:
 def _open_group(path: Path) -> zarr.Group:
     try:
         node = zarr.open(store=LocalStore(path, read_only=True), mode="r", zarr_format=3)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except _METADATA_ERRORS as exc:
         msg = f"{path}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
         raise CubeFormatError(msg) from exc
     if not isinstance(node, zarr.Group):
@@ -160,7 +169,7 @@ def _open_group(path: Path) -> zarr.Group:
 
 
 def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
-    attrs = dict(root.attrs)
+    attrs = _attributes(root, where=where)
     if attrs.get("format") != FORMAT:
         msg = (
             f"{where}: no cube here (zarr.json is a Zarr group whose attribute 'format' is "
@@ -186,6 +195,17 @@ def _root_attributes(root: zarr.Group, *, where: str) -> dict[str, Any]:
             msg = f"{where}: attribute {key!r} is missing; the file is incomplete or was edited"
             raise CubeFormatError(msg)
     return attrs
+
+
+def _attributes(node: zarr.Array[Any] | zarr.Group, *, where: str) -> dict[str, Any]:
+    attributes: object = node.metadata.attributes
+    if not isinstance(attributes, dict):
+        msg = (
+            f"{where}/zarr.json: 'attributes': expected a JSON object, found {attributes!r}; "
+            "the file was edited or damaged: restore the cube from a copy or write it again"
+        )
+        raise CubeFormatError(msg)
+    return attributes
 
 
 def _parse_shape(value: object, *, where: str) -> tuple[int, int, int]:
@@ -223,16 +243,44 @@ def _check_digest(path: Path, what: str, *, expected: str | None, found: str) ->
         raise CubeDigestError(msg)
 
 
-def _open_array(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
+def _open_node(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any] | zarr.Group:
     try:
-        node = group[name]
-    except (KeyError, OSError, ValueError, TypeError) as exc:
-        msg = f"{where}: array is missing or its zarr.json is unreadable ({exc})"
+        return group[name]
+    except _METADATA_ERRORS as exc:
+        msg = (
+            f"{where}/zarr.json: expected Zarr v3 metadata, found it missing or unreadable "
+            f"({type(exc).__name__}: {exc}); the file is incomplete or damaged: restore the cube "
+            "from a copy or write it again"
+        )
         raise CubeFormatError(msg) from exc
+
+
+def _open_array(group: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
+    node = _open_node(group, name, where=where)
     if not isinstance(node, zarr.Array):
         msg = f"{where}: expected an array, found a group"
         raise CubeFormatError(msg)
     return node
+
+
+def _open_subgroup(group: zarr.Group, name: str, *, where: str) -> zarr.Group:
+    node = _open_node(group, name, where=where)
+    if not isinstance(node, zarr.Group):
+        msg = f"{where}: expected a group, found an array"
+        raise CubeFormatError(msg)
+    return node
+
+
+def _array_names(group: zarr.Group, *, where: str) -> list[str]:
+    try:
+        return sorted(group.array_keys())
+    except _METADATA_ERRORS as exc:
+        msg = (
+            f"{where}: a member's zarr.json is not readable Zarr v3 metadata "
+            f"({type(exc).__name__}: {exc}); the file is damaged: restore the cube from a copy "
+            "or write it again"
+        )
+        raise CubeFormatError(msg) from exc
 
 
 def _read_values(array: zarr.Array[Any], *, where: str) -> np.ndarray:
@@ -249,24 +297,18 @@ def _read_table(
     if len(columns) != len(arrays) or len(set(columns)) != len(columns):
         msg = f"{where}: attributes 'columns' and 'arrays' of {axis!r} disagree: {columns} vs {arrays}"
         raise CubeFormatError(msg)
-    try:
-        group = root[axis]
-        listed = sorted(group.array_keys()) if isinstance(group, zarr.Group) else []
-    except (KeyError, OSError, ValueError, TypeError, AttributeError) as exc:
-        msg = (
-            f"{where}/{axis}: the table group or one of its arrays is missing or unreadable ({exc})"
-        )
-        raise CubeFormatError(msg) from exc
-    if not isinstance(group, zarr.Group):
-        raise CubeFormatError(f"{where}/{axis}: expected a group of table columns")
+    group = _open_subgroup(root, axis, where=f"{where}/{axis}")
+    opened = {name: _open_array(group, name, where=f"{where}/{axis}/{name}") for name in arrays}
+    listed = _array_names(group, where=f"{where}/{axis}")
     if listed != sorted(arrays):
         msg = f"{where}/{axis}: expected exactly the arrays {sorted(arrays)}, found {listed}"
         raise CubeFormatError(msg)
     out = []
     for column, name in zip(columns, arrays, strict=True):
         w = f"{where}/{axis}/{name}"
-        array = _open_array(group, name, where=w)
-        kind = array.attrs.get("kind")
+        array = opened[name]
+        attributes = _attributes(array, where=w)
+        kind = attributes.get("kind")
         if not isinstance(kind, str):
             raise CubeFormatError(f"{w}: attribute 'kind': expected a column kind, found {kind!r}")
         validate_array(
@@ -283,7 +325,7 @@ def _read_table(
             validate_kind(kind, np.dtype(array.dtype), where=w)
         except CubeTableError as exc:
             raise CubeFormatError(str(exc)) from exc
-        levels: Any = array.attrs.get("levels") if kind == "text" else None
+        levels: Any = attributes.get("levels") if kind == "text" else None
         if kind == "text" and (
             not isinstance(levels, list)
             or not all(isinstance(v, str) for v in levels)
@@ -323,7 +365,7 @@ def _as_frame(columns: Iterable[EncodedColumn], *, n_rows: int) -> pd.DataFrame:
 def _read_n_cells(
     root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
 ) -> np.ndarray | None:
-    present = "n_cells" in set(root.array_keys())
+    present = (where / "n_cells" / "zarr.json").is_file()
     if present != (digests.n_cells is not None):
         msg = f"{where}: array 'n_cells' is {'present' if present else 'absent'} but its digest says {digests.n_cells}"
         raise CubeFormatError(msg)
@@ -356,17 +398,18 @@ def _layer_dtype_rule(type_word: str) -> Callable[[np.dtype[Any]], bool]:
 def _open_layers(
     root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
 ) -> tuple[dict[str, da.Array], dict[str, da.Array]]:
-    group = root["layers"] if "layers" in set(root.group_keys()) else None
-    if not isinstance(group, zarr.Group):
-        raise CubeFormatError(f"{where}/layers: expected the group of layers")
-    listed = sorted(group.array_keys())
+    group = _open_subgroup(root, "layers", where=f"{where}/layers")
+    opened = {
+        name: _open_array(group, name, where=f"{where}/layers/{name}") for name in digests.layers
+    }
+    listed = _array_names(group, where=f"{where}/layers")
     if listed != sorted(digests.layers):
         msg = f"{where}/layers: expected exactly the arrays {sorted(digests.layers)} of attribute 'digests', found {listed}"
         raise CubeFormatError(msg)
     layers, raw = {}, {}
     for name, layer_digests in digests.layers.items():
         w = f"{where}/layers/{name}"
-        array = _open_array(group, name, where=w)
+        array = opened[name]
         validate_array(
             array,
             where=w,

@@ -464,3 +464,123 @@ def test_a_url_destination_is_refused_before_the_source_is_read(
     ):
         import_csv(tmp_path / "t.csv", url, **QUIET)
     assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]
+
+
+# --- 8. files whose structure disagrees with itself -------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["id", "name", "feature_type", "genome"])
+def test_h5_feature_datasets_of_other_lengths_are_refused(tmp_path: Path, key: str) -> None:
+    """A 10x v3 .h5 whose per-feature datasets differ in length names the file and every shape."""
+    path = write_h5(tmp_path / "m.h5", counts(30, 8))
+    with h5py.File(path, "r+") as f:
+        features = f["matrix/features"]
+        features.create_dataset("genome", data=["GRCh38"] * 8, dtype=h5py.string_dtype())
+        values = features[key][:-1]
+        del features[key]
+        features.create_dataset(key, data=values, dtype=h5py.string_dtype())
+    with pytest.raises(SourceFormatError) as info:
+        import_10x_h5(path, tmp_path / "ds.zarr", **QUIET)
+    message = str(info.value)
+    assert message.startswith(f"{path}: /matrix/features: expected its per-feature datasets")
+    assert f"{key} (7,)" in message
+    assert "(8,)" in message
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def _h5ad_with_categories(path: Path) -> Path:
+    obs = pd.DataFrame(
+        {"cell_type": pd.Categorical(["T", "B", "NK"] * 10)},
+        index=[f"C{i}" for i in range(30)],
+    )
+    var = pd.DataFrame(index=[f"G{i}" for i in range(8)])
+    ad.AnnData(counts(30, 8).astype(np.float32), obs=obs, var=var).write_h5ad(path)
+    return path
+
+
+@pytest.mark.parametrize("lost", ["codes", "categories"])
+def test_an_h5ad_categorical_without_codes_or_categories_is_refused(
+    tmp_path: Path, lost: str
+) -> None:
+    """An H5AD categorical column that lost its codes or categories names the file and the dataset."""
+    path = _h5ad_with_categories(tmp_path / "x.h5ad")
+    with h5py.File(path, "r+") as f:
+        del f[f"obs/cell_type/{lost}"]
+    with pytest.raises(
+        SourceFormatError,
+        match=rf"^{re.escape(str(path))}: /obs/cell_type/{lost}: expected the dataset of {lost} "
+        r"of an AnnData categorical column, found it missing",
+    ):
+        import_h5ad(path, tmp_path / "ds.zarr", **QUIET)
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def test_h5ad_codes_beyond_the_categories_are_refused(tmp_path: Path) -> None:
+    """Categorical codes past the end of a shortened categories dataset name the codes and the range."""
+    path = _h5ad_with_categories(tmp_path / "x.h5ad")
+    with h5py.File(path, "r+") as f:
+        column = f["obs/cell_type"]
+        kept = column["categories"][:2]
+        del column["categories"]
+        column.create_dataset("categories", data=kept, dtype=h5py.string_dtype())
+    with pytest.raises(
+        SourceFormatError,
+        match=rf"^{re.escape(str(path))}: /obs/cell_type/codes: categorical codes must lie in "
+        r"\[-1, 2\) for the 2 categories of /obs/cell_type/categories, found 0\.\.2",
+    ):
+        import_h5ad(path, tmp_path / "ds.zarr", **QUIET)
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def test_repeated_h5ad_categories_are_refused(tmp_path: Path) -> None:
+    """A categories dataset that repeats a category names the dataset."""
+    path = _h5ad_with_categories(tmp_path / "x.h5ad")
+    with h5py.File(path, "r+") as f:
+        column = f["obs/cell_type"]
+        size = column["categories"].shape[0]
+        del column["categories"]
+        column.create_dataset("categories", data=["T"] * size, dtype=h5py.string_dtype())
+    with pytest.raises(
+        SourceFormatError,
+        match=rf"^{re.escape(str(path))}: /obs/cell_type/categories: expected distinct",
+    ):
+        import_h5ad(path, tmp_path / "ds.zarr", **QUIET)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_features_line_with_a_field_missing_is_refused(tmp_path: Path, *, compress: bool) -> None:
+    """A features.tsv line without its feature type names the file, the line, expected and found."""
+    folder = write_mtx(tmp_path / "mtx", ["1 1 2"], shape=(3, 2))
+    lines = (folder / "features.tsv").read_text().splitlines(keepends=True)
+    lines[1] = "G1\tg1\n"
+    text = "".join(lines)
+    (folder / "features.tsv").unlink()
+    features = folder / ("features.tsv.gz" if compress else "features.tsv")
+    if compress:
+        features.write_bytes(gzip.compress(text.encode()))
+    else:
+        features.write_text(text)
+    with pytest.raises(SourceFormatError) as info:
+        import_10x_mtx(folder, tmp_path / "ds.zarr", **QUIET)
+    assert str(info.value).startswith(
+        f"{features}: line 2: expected 3 tab-separated fields as on the first line, found 2"
+    )
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def test_a_features_line_with_a_field_more_is_refused(tmp_path: Path) -> None:
+    """A v2 features.tsv line with a third field names the file, the line, expected and found."""
+    folder = write_mtx(tmp_path / "mtx", ["1 1 2"], shape=(3, 2))
+    (folder / "features.tsv").write_text("G0\tg0\nG1\tg1\nG2\tg2\tGene Expression\n")
+    with pytest.raises(SourceFormatError, match=r"line 3, saw 3") as info:
+        import_10x_mtx(folder, tmp_path / "ds.zarr", **QUIET)
+    assert str(folder / "features.tsv") in str(info.value)
+    assert not (tmp_path / "ds.zarr").exists()
+
+
+def test_a_v2_features_file_of_two_fields_imports(tmp_path: Path) -> None:
+    """A features.tsv with id and name on every line (10x v2) imports as Gene Expression."""
+    folder = write_mtx(tmp_path / "mtx", ["1 1 2"], shape=(3, 2))
+    (folder / "features.tsv").write_text("G0\tg0\nG1\tg1\nG2\tg2\n")
+    ds = import_10x_mtx(folder, tmp_path / "ds.zarr", **QUIET)
+    assert ds.shapes == {"RNA": (2, 3)}

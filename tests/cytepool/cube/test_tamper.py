@@ -495,3 +495,90 @@ def test_failed_reads_never_modify_the_store(
     with pytest.raises(CubeDigestError):
         back.verify_fingerprint()
     assert tree_snapshot(path) == before
+
+
+# -- damaged metadata of the layers group, the layers, n_cells and table columns ------
+
+
+METADATA_FILES = (
+    "layers/zarr.json",
+    "layers/counts/zarr.json",
+    "n_cells/zarr.json",
+    "samples/age/zarr.json",
+    "features/gene/zarr.json",
+)
+
+
+def _flipped(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[len(out) // 2] ^= 0xFF
+    return bytes(out)
+
+
+@pytest.mark.parametrize("metadata", METADATA_FILES)
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(_flipped, id="flipped-byte"),
+        pytest.param(lambda _: b"{", id="invalid-json"),
+        pytest.param(lambda _: b"null", id="json-null"),
+        pytest.param(lambda _: b'{"zarr_format": 3}', id="no-node-type"),
+        pytest.param(
+            lambda _: b'{"zarr_format": 3, "node_type": "array"}', id="array-without-fields"
+        ),
+        pytest.param(lambda _: b'{"zarr_format": 2}', id="zarr-v2"),
+    ],
+)
+def test_damaged_member_metadata_fails_at_open(
+    pristine: dict[str | None, Path],
+    tmp_path: Path,
+    metadata: str,
+    damage: Callable[[bytes], bytes],
+) -> None:
+    """A damaged zarr.json of the layers group, a layer, n_cells or a column is a CubeFormatError naming it."""
+    path = _copy(pristine, tmp_path, "gzip")
+    target = path / metadata
+    target.write_bytes(damage(target.read_bytes()))
+    with pytest.raises(CubeFormatError) as info:
+        read_cube(path)
+    _assert_names(info.value, target.parent)
+
+
+@pytest.mark.parametrize("metadata", [m for m in METADATA_FILES if m != "layers/zarr.json"])
+def test_truncated_array_metadata_fails_at_open(
+    pristine: dict[str | None, Path], tmp_path: Path, metadata: str
+) -> None:
+    """An array's zarr.json cut to 200 bytes is a CubeFormatError naming that array."""
+    path = _copy(pristine, tmp_path, "gzip")
+    target = path / metadata
+    assert target.stat().st_size > 200
+    target.write_bytes(target.read_bytes()[:200])
+    with pytest.raises(CubeFormatError) as info:
+        read_cube(path)
+    _assert_names(info.value, target.parent)
+
+
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        pytest.param(lambda d: d.update(shape="abc"), "zarr.json", id="shape-not-a-list"),
+        pytest.param(lambda d: d.update(data_type="float1"), "zarr.json", id="unknown-data-type"),
+        pytest.param(
+            lambda d: d.update(codecs=[{"name": "nope"}]), "zarr.json", id="unknown-codec"
+        ),
+        pytest.param(lambda d: d.update(attributes=[1]), "'attributes'", id="attributes-a-list"),
+    ],
+)
+def test_invalid_column_metadata_fails_at_open(
+    pristine: dict[str | None, Path],
+    tmp_path: Path,
+    edit: Callable[[dict[str, Any]], object],
+    found: str,
+) -> None:
+    """Valid JSON that is not valid Zarr array metadata is a CubeFormatError naming the column."""
+    path = _copy(pristine, tmp_path, "gzip")
+    _edit_json(path / "samples/age/zarr.json", edit)
+    with pytest.raises(CubeFormatError) as info:
+        read_cube(path)
+    _assert_names(info.value, path / "samples/age")
+    assert found in str(info.value)
