@@ -50,6 +50,7 @@ from cytearc.errors import (
 )
 from cytearc.storage.damage import read_region
 from cytearc.storage.finite_values import checked_blocks, validate_finite
+from cytearc.storage.nodes import child_node, member_names
 from cytepool._versions import package_version
 from cytepool.codecs import compressor
 
@@ -149,9 +150,9 @@ class Artifact:
         ArtifactError
             The artifact has no array of that name.
         """
-        node = self.group.get(name)
+        node = child_node(self.group, name, where=str(self.ref))
         if not isinstance(node, zarr.Array):
-            msg = f"{self.ref}: no array {name!r}; it holds {sorted(self.group.array_keys())}"
+            msg = f"{self.ref}: no array {name!r}; it holds {sorted(member_names(self.group, where=str(self.ref)))}"
             raise ArtifactError(msg)
         return node
 
@@ -249,7 +250,7 @@ def open_artifact(root: zarr.Group, ref: ArtifactRef | str) -> Artifact:
         Its attributes are missing or malformed.
     """
     ref = ArtifactRef.parse(ref)
-    node = root.get(ref.path)
+    node = child_node(root, ref.path, where=".")
     if not isinstance(node, zarr.Group):
         msg = (
             f"{ref}: no such artifact in the store; recompute it (its inputs may have been removed)"
@@ -278,12 +279,14 @@ def _child_groups(group: zarr.Group) -> list[str]:
     """
     names = sync(_collect(group.store.list_dir(group.path)))
     return sorted(
-        name for name in names if name != "zarr.json" and isinstance(group.get(name), zarr.Group)
+        name
+        for name in names
+        if name != "zarr.json" and isinstance(child_node(group, name, where=group.path), zarr.Group)
     )
 
 
 def _kind_groups(root: zarr.Group, scope: str, kind: str | None) -> Iterator[tuple[str, str]]:
-    base = root.get(f"{scope}/artifacts" if scope else "artifacts")
+    base = child_node(root, f"{scope}/artifacts" if scope else "artifacts", where="")
     if not isinstance(base, zarr.Group):
         return
     kinds = _child_groups(base) if kind is None else [kind]
@@ -353,7 +356,7 @@ def discard_unpublished(root: zarr.Group, *, scopes: list[str]) -> list[Artifact
         raise ReadOnlyStoreError(msg)
     removed = []
     for ref in artifact_refs(root, scopes=scopes):
-        node = root.get(ref.path)
+        node = child_node(root, ref.path, where=".")
         if (
             isinstance(node, zarr.Group)
             and node.attrs.get("complete") is not True

@@ -96,10 +96,10 @@ class Assay:
 
     def _count_array(self, name: str, *, shape: tuple[int, int] | None) -> zarr.Array[Any]:
         where = f"{self.where}: {name}"
-        if name not in set(self.matrix.array_keys()):
+        array = child_node(self.matrix, name, where=self._matrix_where)
+        if array is None:
             msg = f"{where} is missing; an {self.assayType} assay needs it - re-import the source"
             raise StoreFormatError(msg)
-        array = self.matrix[name]
         if (
             not isinstance(array, zarr.Array)
             or array.metadata.zarr_format != 3

@@ -29,7 +29,13 @@ from cytearc.errors import (
     StoreNotFoundError,
 )
 from cytearc.metadata.table import MetaData
-from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_group
+from cytearc.storage.nodes import (
+    STORE_FORMAT,
+    STORE_FORMAT_VERSION,
+    child_group,
+    child_node,
+    member_names,
+)
 
 if TYPE_CHECKING:
     from cytearc.artifacts.refs import ArtifactRef
@@ -172,9 +178,10 @@ def open_root(
     except FileNotFoundError as exc:
         msg = f"{where}: no CyteArc store here (no zarr.json); check the location or import a dataset first"
         raise StoreNotFoundError(msg) from exc
-    except TypeError as exc:
-        if isinstance(store, LocalStore):
-            raise
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        if isinstance(store, LocalStore) or not isinstance(exc, TypeError):
+            msg = f"{where}/zarr.json: cannot be read as the store's root Zarr metadata ({type(exc).__name__}: {exc}); the file is damaged - restore the store from a copy or import the source again"
+            raise StoreFormatError(msg) from exc
         msg = f"{where}: storage_options: the filesystem refuses them ({exc}); pass the options of its fsspec filesystem (such as key, secret, client_kwargs={{'endpoint_url': ...}})"
         raise OperationArgumentError(msg) from exc
     except Exception as exc:
@@ -286,9 +293,16 @@ class Store:
         if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
-        names = [n for n, g in self.root.groups() if g.attrs.get("is_assay") is True]
+        names = [
+            n
+            for n in sorted(member_names(self.root, where=self.where))
+            if (g := child_node(self.root, n, where=self.where)) is not None
+            and isinstance(g, zarr.Group)
+            and g.attrs.get("is_assay") is True
+        ]
         for name in names:
-            if "state" in set(child_group(self.root, name, where=self.where).group_keys()):
+            assay_group = child_group(self.root, name, where=self.where)
+            if "state" in member_names(assay_group, where=f"{self.where}/{name}"):
                 msg = f"{self.where}/{name}/state: the former assay state document is not supported; re-import or rebuild the dataset"
                 raise StoreFormatError(msg)
         self.assay_types = self._resolve_types(attrs.get("assayTypes"), set(names), assay_types)

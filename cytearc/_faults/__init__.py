@@ -1,0 +1,1 @@
+"""The implementation of :mod:`cytearc.faults`: verdicts, tree and source mutations, kill points."""
