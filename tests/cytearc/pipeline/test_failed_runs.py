@@ -20,6 +20,8 @@ from cytearc.pipeline.recipes import RNA_STANDARD, Recipe, Stage
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from cytearc.pipeline.records import RunRecord
+
 OPTIONS: dict[str, Any] = {"n_top": 200, "n_comps": 10, "resolution": 0.5}
 
 
@@ -88,14 +90,13 @@ def test_a_completed_run_writes_its_columns(tmp_path: Path) -> None:
     assert "RNA_UMAP1" in cells.columns
 
 
-def test_a_label_held_by_a_running_run_is_refused_before_computing(analysed: Path) -> None:
-    """The label is claimed when the run starts: a second run of it fails before any stage."""
-    ds = _open(analysed)
+def _running_holder(ds: DataStore, label: str) -> RunRecord:
+    """A run record that holds ``label`` and is still running (or was killed), as a live run leaves it."""
     record = ledger.open_run(ds.root, ds.pipeline.by_label("first").run_id, where=ds.where)
     holder = dataclasses.replace(
         record,
         run_id=ledger.new_run_id(),
-        requested_label="busy",
+        requested_label=label,
         label=None,
         status="running",
         complete=False,
@@ -104,7 +105,14 @@ def test_a_label_held_by_a_running_run_is_refused_before_computing(analysed: Pat
         fields=None,
     )
     ledger.create_run(ds.root, holder, where=ds.where)
-    ledger.claim_label(ds.root, label="busy", run_id=holder.run_id, where=ds.where)
+    ledger.claim_label(ds.root, label=label, run_id=holder.run_id, where=ds.where)
+    return holder
+
+
+def test_a_label_held_by_a_running_run_is_refused_before_computing(analysed: Path) -> None:
+    """The label is claimed when the run starts: a second run of it fails before any stage."""
+    ds = _open(analysed)
+    holder = _running_holder(ds, "busy")
     runs = len(ds.pipeline.runs())
     with pytest.raises(LabelClaimBlockedError, match=holder.run_id):
         ds.pipeline.run(label="busy", **OPTIONS)
@@ -161,20 +169,7 @@ def test_cli_lists_runs_and_releases_the_label_of_a_stopped_run(
 ) -> None:
     """`cytearc runs` shows a stuck run; `--abandon` marks it interrupted and the label is free again."""
     ds = _open(analysed)
-    record = ledger.open_run(ds.root, ds.pipeline.by_label("first").run_id, where=ds.where)
-    stuck = dataclasses.replace(
-        record,
-        run_id=ledger.new_run_id(),
-        requested_label="killed",
-        label=None,
-        status="running",
-        complete=False,
-        finished_at_ns=None,
-        outputs=None,
-        fields=None,
-    )
-    ledger.create_run(ds.root, stuck, where=ds.where)
-    ledger.claim_label(ds.root, label="killed", run_id=stuck.run_id, where=ds.where)
+    stuck = _running_holder(ds, "killed")
     assert main(["runs", str(analysed), "--json"]) == 0
     listed = {r["runId"]: r for r in json.loads(capsys.readouterr().out)}
     assert listed[stuck.run_id]["status"] == "running"
