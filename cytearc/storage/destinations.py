@@ -99,6 +99,10 @@ def _node(path: Path) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) else None
 
 
+_ZARR_PARTIAL: Final = re.compile(r"[^/]+\.[0-9a-f]{32}\.partial")
+"""The temporary file of zarr's atomic write (``path.with_suffix(".<uuid>.partial")``), left by a kill."""
+
+
 def _is_chunk_key(key: str, node: dict[str, object]) -> bool:
     """Whether ``key`` (relative to an array's folder) is a chunk key of its encoding."""
     encoding = node.get("chunk_key_encoding")
@@ -119,7 +123,11 @@ def _foreign_key(folder: Path, store: Path) -> str | None:
     """The first key below a group ``folder`` that is neither Zarr metadata nor a chunk, or None."""
     for entry in sorted(folder.iterdir()):
         key = entry.relative_to(store).as_posix()
-        if entry.is_file() and (entry.name == "zarr.json" or _LABEL_CLAIM.fullmatch(key)):
+        if entry.is_file() and (
+            entry.name == "zarr.json"
+            or _LABEL_CLAIM.fullmatch(key)
+            or _ZARR_PARTIAL.fullmatch(entry.name)
+        ):
             continue
         node = _node(entry) if entry.is_dir() and not entry.is_symlink() else None
         if node is None:
@@ -141,7 +149,11 @@ def _foreign_array_key(folder: Path, node: dict[str, object], store: Path) -> st
         for name in sorted(files):
             path = Path(directory) / name
             key = path.relative_to(folder).as_posix()
-            if key != "zarr.json" and not _is_chunk_key(key, node):
+            if (
+                key != "zarr.json"
+                and not _is_chunk_key(key, node)
+                and not _ZARR_PARTIAL.fullmatch(name)
+            ):
                 return path.relative_to(store).as_posix()
         links = [name for name in folders if (Path(directory) / name).is_symlink()]
         if links:

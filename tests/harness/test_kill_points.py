@@ -21,7 +21,6 @@ import pytest
 import zarr
 
 from cytearc import import_10x_mtx
-from cytearc.errors import DestinationExistsError
 from cytearc.faults import (
     KILL_WRITERS,
     ForkServer,
@@ -40,18 +39,6 @@ KILLS_PER_WRITER = 2
 """Kill points per writer in CI; ``benchmarks/kill_points.py`` runs a hundred or more."""
 
 pytestmark = pytest.mark.timeout(600)
-
-PARTIAL_LEFTOVER = (
-    "a killed import leaves zarr's atomic-write temporary file (<key>.<uuid>.partial, zarr/storage/_local.py "
-    "_atomic_write) inside the store, and the rerun with overwrite=True refuses it: DestinationExistsError "
-    "'... .partial is neither Zarr metadata nor an array's chunk' (cytearc/storage/destinations.py "
-    "_foreign_key), so the user must clean up by hand"
-)
-"""A finding of the kill points: the rerun after some kills of an import fails."""
-
-
-def _is_partial_leftover(run: KillRun) -> bool:
-    return run.exit == 1 and "DestinationExistsError" in run.stderr and ".partial" in run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +60,7 @@ def server(work: Path) -> Iterator[ForkServer]:
 def _complete_run(server: ForkServer, case: KillCase, code: str) -> KillRun:
     run = server.run(code)
     assert not run.killed, f"{case.writer}: the unkilled run was killed after {run.seconds:.0f} s"
-    assert run.exit == 0 or _is_partial_leftover(run), (
-        f"{case.writer}: the run failed:\n{run.stderr}"
-    )
+    assert run.exit == 0, f"{case.writer}: the run failed:\n{run.stderr}"
     return run
 
 
@@ -101,8 +86,7 @@ def test_a_killed_writer_leaves_no_readable_half_write(
         run = server.run(case.code, kill_after=delay)
         verdict = judge_kill(case, before=before, after=after)
         assert verdict.ok, f"{writer} killed after {delay:.2f} s (killed: {run.killed}): {verdict}"
-        if _complete_run(server, case, case.rerun).exit != 0:
-            continue  # PARTIAL_LEFTOVER; test_rerun_after_a_killed_chunk_write_succeeds shows it
+        _complete_run(server, case, case.rerun)
         again = judge_kill(case, before=before, after=after)
         assert again.outcome == "complete", (
             f"{writer}: the rerun after a kill at {delay:.2f} s left {again}"
@@ -120,7 +104,6 @@ def test_a_child_that_is_killed_reports_it(server: ForkServer) -> None:
     assert finished.exit == 3
 
 
-@pytest.mark.xfail(strict=True, raises=DestinationExistsError, reason=PARTIAL_LEFTOVER)
 @pytest.mark.parametrize("leftover", ["matrices/RNA/counts/c/0/0", "matrices/RNA/zarr"])
 def test_rerun_after_a_killed_chunk_write_succeeds(
     inputs: dict[str, Path], tmp_path: Path, leftover: str
