@@ -236,11 +236,13 @@ def main() -> None:
         args.worker = True
         _worker(args)
         return
-    started = time.monotonic()
+    started, commit = time.monotonic(), source_commit()
     records = _drive(args)
     seconds = time.monotonic() - started
+    raw = " --raw-h5" if args.raw_h5 else ""
     notes = [
-        f"fuzz: --n {args.n} --seed {args.seed} --targets {args.targets}; cytearc at commit {source_commit()} with the working tree's changes"
+        f"fuzz: --n {args.n} --seed {args.seed} --targets {args.targets}{raw}",
+        f"cytearc at commit {commit} (when the run started) with the working tree's changes",
     ]
     for line in [
         *machine(("zarr", "numcodecs", "h5py", "dask"), notes=notes),

@@ -102,6 +102,22 @@ def _writer(
     }
 
 
+HEADER = (
+    f"{'writer':10}{'ref s':>7}"
+    + "".join(f"{o:>11}" for o in OUTCOMES)
+    + f"{'finished':>10}{'rerun fail':>11}{'leftovers':>10}{'after rerun':>12}{'s':>7}"
+)
+"""The columns of a writer's row: its outcomes, kills after it finished, failed reruns, leftover folders."""
+
+
+def _row(r: dict[str, Any]) -> str:
+    """One writer's row of the table, printed as soon as the writer is done."""
+    outcomes = "".join(f"{r['outcomes'][o]:>11}" for o in OUTCOMES)
+    rerun = r["rerun_failed"] + r["rerun_incomplete"]
+    tail = f"{r['finished']:>10}{rerun:>11}{r['leftovers']:>10}{r['leftovers_after']:>12}"
+    return f"{r['writer']:10}{r['reference']:>7.2f}{outcomes}{tail}{r['seconds']:>7.0f}"
+
+
 def _values(case: KillCase) -> dict[str, Any]:
     """What the destination holds when no run was killed; it must verify."""
     values = case.read()
@@ -134,31 +150,23 @@ def main() -> None:
 
     from cytearc.faults import ForkServer, write_kill_inputs  # noqa: PLC0415
 
-    started = time.monotonic()
+    started, commit = time.monotonic(), source_commit()
     work = Path(tempfile.mkdtemp(prefix="kill-points-", dir=args.tmpdir))
     inputs = write_kill_inputs(work / "inputs", n_cells=args.cells, n_genes=args.genes)
     results = []
     with ForkServer(log=work / "fork-server.log") as server:
+        print(HEADER, flush=True)
         for name in args.writers.split(","):
             results.append(_writer(name, args, inputs, work, server))
-            print(f"  {name}: done in {results[-1]['seconds']:.0f} s", flush=True)
+            print(_row(results[-1]), flush=True)
     recipe = "rna_standard" if args.full_pipeline else "rna_standard through pca"
     notes = [
         f"kill points: --kills {args.kills} --seed {args.seed} --cells {args.cells} --genes {args.genes}; pipeline recipe {recipe}",
-        f"cytearc at commit {source_commit()} with the working tree's changes; work folder {work}",
+        f"cytearc at commit {commit} (when the run started) with the working tree's changes; work folder {work}",
     ]
     lines = machine(("zarr", "numcodecs", "dask"), notes=notes)
-    header = f"{'writer':10}{'ref s':>7}" + "".join(f"{o:>11}" for o in OUTCOMES)
-    lines.append(
-        header + f"{'finished':>10}{'rerun fail':>11}{'leftovers':>10}{'after rerun':>12}{'s':>7}"
-    )
-    for r in results:
-        row = f"{r['writer']:10}{r['reference']:>7.2f}" + "".join(
-            f"{r['outcomes'][o]:>11}" for o in OUTCOMES
-        )
-        rerun = r["rerun_failed"] + r["rerun_incomplete"]
-        row += f"{r['finished']:>10}{rerun:>11}{r['leftovers']:>10}{r['leftovers_after']:>12}{r['seconds']:>7.0f}"
-        lines.append(row)
+    lines.append(HEADER)
+    lines += [_row(r) for r in results]
     readable = sum(r["outcomes"]["half-write"] + r["outcomes"]["crash"] for r in results)
     rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     lines.append(
