@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import zarr
 
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
-from cytearc.metadata.table import COLUMNS_ATTRIBUTE
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -35,7 +35,7 @@ def write_membership(store: Path, assay: str, measured: np.ndarray) -> None:
     )
     columns = cells.attrs[COLUMNS_ATTRIBUTE]
     assert isinstance(columns, list)
-    cells.attrs[COLUMNS_ATTRIBUTE] = [*columns, f"{assay}_I"]
+    list_columns(cells, [*columns, f"{assay}_I"])
 
 
 def assemble_bands(source: CountSource, rows: int | None) -> sp.csr_matrix:

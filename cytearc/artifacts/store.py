@@ -50,7 +50,7 @@ from cytearc.errors import (
 )
 from cytearc.storage.damage import read_region
 from cytearc.storage.finite_values import checked_blocks, validate_finite
-from cytearc.storage.nodes import child_node, member_names
+from cytearc.storage.nodes import child_node, create_group_top_down, member_names
 from cytepool._versions import package_version
 from cytepool.codecs import compressor
 
@@ -682,9 +682,7 @@ def _new_group(
         "cytearc_version": package_version("cytearc"),
         "complete": False,
     }
-    return ref, root.require_group(ref.path.rsplit("/", 1)[0]).create_group(
-        ref.artifact_id, attributes=attrs
-    )
+    return ref, create_group_top_down(root, ref.path, attributes=attrs)
 
 
 def produce(

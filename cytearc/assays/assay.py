@@ -130,7 +130,7 @@ class Assay:
 
     def _summaries(self) -> zarr.Group:
         """The ``countSummaries`` group, refused unless it is bound to these counts."""
-        summaries = self.matrix.get("countSummaries")
+        summaries = child_node(self.matrix, "countSummaries", where=self._matrix_where)
         if not isinstance(summaries, zarr.Group):
             msg = f"{self._matrix_where}/countSummaries: expected the group of count summaries, found {'nothing' if summaries is None else 'an array'}; re-import the source (summaries are written with the counts)"
             raise CountSummariesError(msg)

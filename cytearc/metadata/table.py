@@ -15,6 +15,7 @@ columns with their pandas dtypes.
 
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,6 +28,7 @@ from cytearc.errors import (
     CyteArcError,
     ReadOnlyStoreError,
     ReservedColumnError,
+    StoreDamageError,
 )
 from cytearc.metadata.encoding import (
     DIGEST_ATTRIBUTE,
@@ -46,15 +48,66 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COLUMNS_ATTRIBUTE",
+    "COLUMNS_DIGEST_ATTRIBUTE",
     "GENERATED_ATTRIBUTE",
     "MetaData",
     "Staging",
+    "columns_digest",
+    "list_columns",
     "write_table",
 ]
 
 COLUMNS_ATTRIBUTE: Final = "cytearc:columns"
+COLUMNS_DIGEST_ATTRIBUTE: Final = "cytearc:columnsDigest"
+"""The SHA-256 of ``cytearc:columns``, written with it in one ``zarr.json`` write (checked when present)."""
 GENERATED_ATTRIBUTE: Final = "cytearc:generatedBy"
 """Attribute of a column that an analysis operation wrote: ``{operation, artifact}``."""
+
+
+def columns_digest(columns: list[str]) -> str:
+    r"""The SHA-256 of a table's column list, as ``sha256:<hex>``.
+
+    Over the text ``cytearc columns digest 1\n`` then each name in order,
+    UTF-8, each followed by a NUL. A name removed from, added to or moved in
+    ``cytearc:columns`` without the digest changes it.
+
+    Parameters
+    ----------
+    columns
+        The column names, in order.
+
+    Returns
+    -------
+    str
+        The digest.
+
+    Examples
+    --------
+    >>> columns_digest(["ids", "I"]) == columns_digest(["I", "ids"])
+    False
+    """
+    digest = hashlib.sha256(b"cytearc columns digest 1\n")
+    for name in columns:
+        digest.update(name.encode("utf-8") + b"\0")
+    return f"sha256:{digest.hexdigest()}"
+
+
+def list_columns(group: zarr.Group, columns: list[str]) -> None:
+    """Write ``cytearc:columns`` and its digest in one update of the group's ``zarr.json``.
+
+    For writers that store a column's arrays themselves (an import writing
+    assay membership); :meth:`MetaData.insert` lists the columns it writes.
+
+    Parameters
+    ----------
+    group
+        The table group.
+    columns
+        Every column name, in order.
+    """
+    group.attrs.update(
+        {COLUMNS_ATTRIBUTE: list(columns), COLUMNS_DIGEST_ATTRIBUTE: columns_digest(columns)}
+    )
 
 
 def _validate_name(name: object, *, where: str) -> str:
@@ -108,7 +161,7 @@ def write_table(group: zarr.Group, table: pd.DataFrame, *, dimension: str, where
         encoded["I"] = encode_column(np.ones(n_rows, dtype=bool), n_rows=n_rows, where=where)
     for name, column in encoded.items():
         write_column(group, name, column, dimension=dimension)
-    group.attrs[COLUMNS_ATTRIBUTE] = list(encoded)
+    list_columns(group, list(encoded))
 
 
 def _rewrite_key(array: zarr.Array[Any], values: np.ndarray) -> None:
@@ -234,6 +287,15 @@ class MetaData:
         ):
             msg = f"{where}: attribute {COLUMNS_ATTRIBUTE!r} must list the columns, with 'ids' and 'I'; found {columns!r}; re-import the store"
             raise CyteArcError(msg)
+        recorded = group.attrs.get(COLUMNS_DIGEST_ATTRIBUTE)
+        if recorded is not None and recorded != columns_digest(columns):
+            msg = (
+                f"{where}: attribute {COLUMNS_ATTRIBUTE!r} differs from the digest recorded with it "
+                f"({COLUMNS_DIGEST_ATTRIBUTE!r}): a column name was removed, added or moved; the "
+                "store is damaged - run `cytearc verify` and restore the store from a copy, or "
+                "import the source again"
+            )
+            raise StoreDamageError(msg)
         self.n_rows = column_length(self._node("ids"), where=f"{where}/ids")
 
     @property
@@ -292,7 +354,7 @@ class MetaData:
                 self._group, column, encoded, dimension=self.dimension, attributes=attributes
             )
             if column not in self.columns:
-                self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
+                list_columns(self._group, [*self.columns, column])
         for (_, key), (group, value) in staging.attributes.items():
             group.attrs[key] = value
 
@@ -547,7 +609,7 @@ class MetaData:
             return
         write_column(self._group, column, encoded, dimension=self.dimension, attributes=attributes)
         if column not in self.columns:
-            self._group.attrs[COLUMNS_ATTRIBUTE] = [*self.columns, column]
+            list_columns(self._group, [*self.columns, column])
 
     def _expanded(
         self, series: pd.Series, mask: np.ndarray, *, fill_value: object, column: str
@@ -671,6 +733,6 @@ class MetaData:
         ):
             msg = f"{self.where}: column {column!r} is protected and cannot be dropped"
             raise ReservedColumnError(msg)
-        self._group.attrs[COLUMNS_ATTRIBUTE] = [c for c in self.columns if c != column]
+        list_columns(self._group, [c for c in self.columns if c != column])
         if node is not None:
             del self._group[column]

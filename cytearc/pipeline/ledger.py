@@ -55,6 +55,7 @@ from cytearc.errors import (
     RunNotFoundError,
 )
 from cytearc.pipeline.records import Interruption, LabelClaim, RunRecord, StageRecord
+from cytearc.storage.nodes import create_group_top_down
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -333,7 +334,7 @@ def create_run(root: zarr.Group, record: RunRecord, *, where: str) -> None:
     if _children(root, path):
         raise PipelineRecordError(exists_msg)
     try:
-        root.create_group(path, attributes={RUN_ATTRIBUTE: record.to_json()})
+        create_group_top_down(root, path, attributes={RUN_ATTRIBUTE: record.to_json()})
     except (ContainsGroupError, ContainsArrayError):
         raise PipelineRecordError(exists_msg) from None
 
@@ -455,7 +456,7 @@ def write_stage(root: zarr.Group, run_id: str, record: StageRecord, *, where: st
     try:
         group = _group(root, path, where=where)
     except RunNotFoundError:
-        root.create_group(path, attributes=document)
+        create_group_top_down(root, path, attributes=document)
         return
     stored = _stage(group, path=path, where=where)
     if stored.status != "running":

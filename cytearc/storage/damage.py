@@ -27,10 +27,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 from dask.base import normalize_token
+from zarr.abc.codec import BytesBytesCodec
+from zarr.codecs import VLenBytesCodec, VLenUTF8Codec
 from zarr.core.sync import sync
 from zarr.storage import FsspecStore, LocalStore
 
-from cytearc.errors import CyteArcError, StoreDamageError
+from cytearc.errors import CyteArcError, StoreDamageError, StoreFormatError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -245,6 +247,31 @@ def locate_failure(array: zarr.Array[Any], selection: object) -> tuple[str, str]
     return "", "the read"
 
 
+_VARIABLE_LENGTH: Final = (VLenUTF8Codec, VLenBytesCodec)
+
+
+def _refuse_unbounded_decoding(array: zarr.Array[Any]) -> None:
+    """Refuse variable-length text without a compressor: the decoder would trust counts read from raw bytes.
+
+    CyteArc writes text as ``vlen-utf8`` then ``zstd``. With the compressor
+    gone from ``zarr.json``, numcodecs reads the item count from the
+    compressed bytes and allocates that many items (tens of GiB).
+    """
+    codecs = array.metadata.codecs if array.metadata.zarr_format == 3 else ()
+    if (
+        codecs
+        and isinstance(codecs[0], _VARIABLE_LENGTH)
+        and not any(isinstance(codec, BytesBytesCodec) for codec in codecs[1:])
+    ):
+        where = "/".join(p for p in (store_location(array), array.path) if p)
+        msg = (
+            f"{where}/zarr.json: codecs {[type(c).__name__ for c in codecs]}: variable-length "
+            "values without a compressor after them, which CyteArc never writes (the zarr.json "
+            "was edited or damaged); restore the store from a copy or import the source again"
+        )
+        raise StoreFormatError(msg)
+
+
 def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: ANN401 (any Zarr selection)
     """``array[selection]``; a chunk that fails to decode raises :class:`StoreDamageError` naming it.
 
@@ -264,7 +291,10 @@ def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: 
     ------
     StoreDamageError
         A chunk of the region fails its checksum or cannot be decoded.
+    StoreFormatError
+        Variable-length values are stored without a compressor after them.
     """
+    _refuse_unbounded_decoding(array)
     try:
         return np.asarray(array[selection])
     except CyteArcError:

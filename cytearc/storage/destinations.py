@@ -176,7 +176,7 @@ def _replaceable(path: Path) -> str | None:
 
 def _member_refusal(entry: Path, store: Path) -> str | None:
     """Why the top-level ``entry`` of ``store`` is not one CyteArc writes, or None."""
-    if entry.name == "zarr.json":
+    if entry.name == "zarr.json" or (entry.is_file() and _ZARR_PARTIAL.fullmatch(entry.name)):
         return None
     member = _root_attributes(entry) if entry.is_dir() and not entry.is_symlink() else None
     if member is None:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
 import zarr
+from zarr.core.sync import sync
 
 from cytearc.errors import StoreFormatError
 
-__all__ = ["STORE_FORMAT", "STORE_FORMAT_VERSION", "child_group", "child_node", "member_names"]
+__all__ = [
+    "STORE_FORMAT",
+    "STORE_FORMAT_VERSION",
+    "child_group",
+    "child_node",
+    "create_group_top_down",
+    "member_names",
+]
 
 STORE_FORMAT: Final = "cytearc.store"
 """The root attribute ``cytearc:format`` of every CyteArc store."""
@@ -48,10 +57,11 @@ def child_node(parent: zarr.Group, name: str, *, where: str) -> zarr.Array[Any] 
     Raises
     ------
     StoreFormatError
-        The child's ``zarr.json`` cannot be read as Zarr metadata.
+        The child's ``zarr.json`` cannot be read as Zarr metadata, or its
+        attributes are not an object.
     """
     try:
-        return parent.get(name)
+        node = parent.get(name)
     except _METADATA_ERRORS as error:
         msg = (
             f"{where}/{name}/zarr.json: cannot be read as Zarr metadata ({type(error).__name__}: "
@@ -59,6 +69,29 @@ def child_node(parent: zarr.Group, name: str, *, where: str) -> zarr.Array[Any] 
             "import the source again"
         )
         raise StoreFormatError(msg) from error
+    if (node is None and _has_metadata(parent, name)) or (
+        node is not None and node.metadata.zarr_format != 3
+    ):
+        msg = (
+            f"{where}/{name}/zarr.json: is not Zarr v3 metadata of an array or a group (zarr_format "
+            "or node_type damaged); the store is damaged - run `cytearc verify`, then restore it "
+            "from a copy or import the source again"
+        )
+        raise StoreFormatError(msg)
+    attributes: object = None if node is None else node.metadata.attributes
+    if node is not None and not isinstance(attributes, Mapping):
+        msg = (
+            f"{where}/{name}/zarr.json: 'attributes' is expected to be an object, found "
+            f"{type(attributes).__name__}; the store is damaged - run `cytearc verify`, "
+            "then restore it from a copy or import the source again"
+        )
+        raise StoreFormatError(msg)
+    return node
+
+
+def _has_metadata(parent: zarr.Group, name: str) -> bool:
+    key = f"{parent.path}/{name}/zarr.json" if parent.path else f"{name}/zarr.json"
+    return bool(sync(parent.store.exists(key)))
 
 
 def member_names(group: zarr.Group, *, where: str) -> set[str]:
@@ -120,3 +153,34 @@ def child_group(parent: zarr.Group, name: str, *, where: str) -> zarr.Group:
         msg = f"{where}/{name}: expected a group, found {'nothing' if node is None else 'an array'}; the store is incomplete - import it again"
         raise StoreFormatError(msg)
     return node
+
+
+def create_group_top_down(
+    root: zarr.Group, path: str, *, attributes: dict[str, Any] | None = None
+) -> zarr.Group:
+    """Create the group at ``path`` below ``root``, each missing ancestor's ``zarr.json`` first.
+
+    Zarr writes a new node's metadata and its missing parents' concurrently,
+    so a process killed in between leaves a group without its parent's
+    ``zarr.json``, which ``cytearc verify`` reports as damage. Here each
+    level is complete before anything below it is written.
+
+    Parameters
+    ----------
+    root
+        The group ``path`` is relative to.
+    path
+        ``/``-separated names.
+    attributes
+        The new group's attributes.
+
+    Returns
+    -------
+    zarr.Group
+        The new group.
+    """
+    *ancestors, name = path.split("/")
+    group = root
+    for part in ancestors:
+        group = group.require_group(part)
+    return group.create_group(name, attributes=attributes)

@@ -98,6 +98,7 @@ __all__ = [
     "manifest",
     "n_cells_digest",
     "normalization_digest",
+    "provenance_digest",
     "sha256_digest",
 ]
 
@@ -153,6 +154,26 @@ def normalization_digest(normalization: Mapping[str, Any]) -> str:
         The digest.
     """
     return sha256_digest(canonical_json(normalization, what="normalization"))
+
+
+def provenance_digest(provenance: Mapping[str, Any]) -> str:
+    """Digest of the RFC 8785 canonical JSON of a provenance record.
+
+    Stored as the root attribute ``provenance_digest`` beside the provenance,
+    and not part of the fingerprint: it lets a reader tell an edited record
+    from the one written.
+
+    Parameters
+    ----------
+    provenance
+        The cube's provenance (``cytepool``, ``source``, ``operations``).
+
+    Returns
+    -------
+    str
+        The digest.
+    """
+    return sha256_digest(canonical_json(provenance, what="provenance"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ from cytepool.cube.fingerprints import (
     fingerprint,
     n_cells_digest,
     normalization_digest,
+    provenance_digest,
 )
 from cytepool.cube.provenance import parse_provenance
 from cytepool.cube.tables import (
@@ -138,6 +139,14 @@ def read_cube(path: str | Path) -> Cube:
         found = normalization_digest(normalization)
         _check_digest(root_path, "normalization", expected=digests.normalization, found=found)
     provenance = parse_provenance(attrs["provenance"], where=str(root_path))
+    if "provenance_digest" in attrs:
+        recorded = attrs["provenance_digest"]
+        if not isinstance(recorded, str):
+            msg = f"{root_path}: attribute 'provenance_digest': expected a digest string, found {recorded!r}; the file was edited"
+            raise CubeFormatError(msg)
+        _check_digest(
+            root_path, "provenance", expected=recorded, found=provenance_digest(attrs["provenance"])
+        )
     layers, raw = _open_layers(root, digests, shape=shape, where=root_path)
     try:
         return Cube._assemble(

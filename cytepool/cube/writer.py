@@ -22,7 +22,13 @@ from cytepool.cube.file_format import (
     FORMAT_VERSION,
     column_array_names,
 )
-from cytepool.cube.fingerprints import FINGERPRINT_VERSION, Digests, LayerDigests, fingerprint
+from cytepool.cube.fingerprints import (
+    FINGERPRINT_VERSION,
+    Digests,
+    LayerDigests,
+    fingerprint,
+    provenance_digest,
+)
 from cytepool.cube.tables import TABLE_AXES
 from cytepool.cube.tasks import as_layer_array, group_tasks, layer_chunks
 from cytepool.errors import (
@@ -183,6 +189,7 @@ def _root_attributes(cube: Cube, digests: Digests, arrays: dict[str, list[str]])
         "digests": digests.to_json(),
         "fingerprint": fingerprint(digests, shape=cube.shape),
         "provenance": cube.provenance,
+        "provenance_digest": provenance_digest(cube.provenance),
     }
 
 

@@ -28,7 +28,7 @@ from cytearc import DataStore, SparseToZarr, errors
 from cytearc.artifacts import make_provenance, produce
 from cytearc.engine import get_engine, open_lazy
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
-from cytearc.metadata.table import COLUMNS_ATTRIBUTE
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns
 from cytearc.pipeline import ledger
 from cytearc.pipeline.records import RunRecord
 from cytearc.plots import qc_violins
@@ -317,7 +317,7 @@ def _unmeasured_cells(store: Path) -> object:
         attributes={"role": MEMBERSHIP_ROLE, "assay": "RNA"},
     )
     column[:] = measured
-    cells.attrs[COLUMNS_ATTRIBUTE] = [*cells.attrs[COLUMNS_ATTRIBUTE], "RNA_I"]  # type: ignore[misc]
+    list_columns(cells, [*cells.attrs[COLUMNS_ATTRIBUTE], "RNA_I"])  # type: ignore[misc]
     return _writable(store).features.normalize("RNA")
 
 

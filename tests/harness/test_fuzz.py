@@ -17,6 +17,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import resource
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +46,7 @@ from cytearc.faults import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from cytearc.faults import Mutation
 
@@ -52,6 +55,21 @@ ACCEPTED = {"named-error", "identical", "warned"}
 
 EXAMPLES = {"store": 40, "cube": 80, "sources": 150}
 """Examples per target, sized so that the module takes under a minute on 2 loaded cores."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _address_space_guard() -> Iterator[None]:
+    """At most 16 GiB of address space while fuzzing: a damaged chunk header can make a decoder allocate without bound."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = 16 << 30
+    if soft != resource.RLIM_INFINITY and soft <= limit:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +211,45 @@ FINDINGS = (
         fixed=True,
     ),
     Finding(
+        name="summaries-group-metadata-crash",
+        target="store",
+        reason="a zarr.json of an assay's countSummaries group that is not JSON, not UTF-8 or not valid Zarr metadata (zarr_format 4, node_type removed) escapes as zarr's or json's own exception from cytearc/assays/assay.py _summaries",
+        matches=lambda m, v: v.outcome == "crash" and _path(m).endswith("countSummaries/zarr.json"),
+        example=lambda t: EditAttribute(
+            path="matrices/RNA/countSummaries/zarr.json", keys=("zarr_format",), value=4
+        ),
+        fixed=True,
+    ),
+    Finding(
+        name="column-attributes-crash",
+        target="store",
+        reason="a table column whose zarr.json attributes are a list instead of an object escapes as TypeError ('list indices must be integers') from cytearc/metadata/encoding.py read_column",
+        matches=lambda m, v: (
+            v.outcome == "crash"
+            and isinstance(m, EditAttribute)
+            and m.keys == ("attributes",)
+            and _under_table(m.path)
+        ),
+        example=lambda t: EditAttribute(
+            path="RNA/featureData/names/zarr.json", keys=("attributes",), value=[]
+        ),
+        fixed=True,
+    ),
+    Finding(
+        name="artifact-kind-group-hidden",
+        target="store",
+        reason="an artifact kind group (RNA/artifacts/normalized) or artifacts group whose zarr.json says zarr_format 2 hides its artifacts: list_artifacts leaves them out and DataStore.verify() reports OK",
+        matches=lambda m, v: (
+            v.outcome == "silent-difference"
+            and "artifacts" in _path(m)
+            and v.detail.startswith(".: keys")
+        ),
+        example=lambda t: EditAttribute(
+            path="RNA/artifacts/normalized/zarr.json", keys=("zarr_format",), value=2
+        ),
+        fixed=True,
+    ),
+    Finding(
         name="table-column-list-edited",
         target="store",
         reason="a name removed from a table's cytearc:columns attribute hides that column (the array is still there) without an error",
@@ -204,6 +261,7 @@ FINDINGS = (
         example=lambda t: EditAttribute(
             path="RNA/featureData/zarr.json", keys=("attributes", "cytearc:columns", 2), remove=True
         ),
+        fixed=True,
     ),
     Finding(
         name="artifact-provenance-edited",
@@ -233,6 +291,7 @@ FINDINGS = (
         example=lambda t: EditAttribute(
             path="zarr.json", keys=("attributes", "provenance", "source", "tool"), value="another"
         ),
+        fixed=True,
     ),
 )
 
@@ -300,6 +359,41 @@ def test_a_fixed_finding_stays_fixed(targets: dict[str, FuzzTarget], finding: Fi
     mutation = finding.example(targets[finding.target])
     verdict = _judge(targets[finding.target], mutation)
     assert verdict.outcome in ACCEPTED, f"{mutation!r}: {verdict.outcome}: {verdict.detail}"
+
+
+_ISOLATED = """
+import resource, shutil, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+from cytearc.faults import EditAttribute, classify, store_values
+root = Path(sys.argv[2])
+shutil.copytree(sys.argv[1], root)
+codecs = [{"name": "vlen-utf8", "configuration": {}}]
+EditAttribute(path="RNA/featureData/feature_types/zarr.json", keys=("codecs",), value=codecs).apply(root)
+verdict = classify(lambda: store_values(root), {})
+print(verdict.outcome, verdict.detail[:300])
+"""
+
+
+def test_a_codec_list_without_its_compressor_is_refused(
+    targets: dict[str, FuzzTarget], tmp_path: Path
+) -> None:
+    """A string column whose codecs lost the compressor is a named error, not a 31.6 GiB allocation (child limited to 4 GiB)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _ISOLATED,
+            str(targets["store"].pristine),
+            str(tmp_path / "store.zarr"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("named-error"), done.stdout
 
 
 # --- the oracle itself ----------------------------------------------------------------

@@ -104,7 +104,7 @@ def test_a_child_that_is_killed_reports_it(server: ForkServer) -> None:
     assert finished.exit == 3
 
 
-@pytest.mark.parametrize("leftover", ["matrices/RNA/counts/c/0/0", "matrices/RNA/zarr"])
+@pytest.mark.parametrize("leftover", ["matrices/RNA/counts/c/0/0", "matrices/RNA/zarr", "zarr"])
 def test_rerun_after_a_killed_chunk_write_succeeds(
     inputs: dict[str, Path], tmp_path: Path, leftover: str
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import struct
 from pathlib import Path
@@ -469,3 +470,28 @@ def test_a_damaged_column_document_is_named(tmp_path: Path, document: str) -> No
     column = document.split("/", maxsplit=1)[0]
     with pytest.raises(StoreFormatError, match=rf"cells(/{column})?.*zarr\.json.*cannot be read"):
         MetaData(table._group, dimension="cell", where="cells").fetch_all(column)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(lambda c: c.remove("score"), id="name-removed"),
+        pytest.param(lambda c: c.reverse(), id="order-changed"),
+        pytest.param(lambda c: c.append("score"), id="name-repeated"),
+    ],
+)
+def test_an_edited_column_list_is_named(tmp_path: Path, edit: Callable[[list[str]], None]) -> None:
+    """cytearc:columns is written with its digest in one zarr.json write; an edit of the list alone is StoreDamageError."""
+    table = _table(tmp_path)
+    table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+    table.drop("score")
+    table.insert("score", np.arange(table.n_rows, dtype=np.float64))
+    MetaData(table._group, dimension="cell", where="cells")
+    document_path = tmp_path / "cells.zarr" / "zarr.json"
+    document = json.loads(document_path.read_text())
+    edit(document["attributes"]["cytearc:columns"])
+    document_path.write_text(json.dumps(document))
+    with pytest.raises(StoreDamageError, match=r"cells: attribute 'cytearc:columns' differs"):
+        MetaData(
+            zarr.open_group(tmp_path / "cells.zarr", mode="r"), dimension="cell", where="cells"
+        )

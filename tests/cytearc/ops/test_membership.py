@@ -14,7 +14,7 @@ from cytearc.artifacts import ArtifactRef
 from cytearc.datasets import generate
 from cytearc.errors import UnmeasuredCellsError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
-from cytearc.metadata.table import COLUMNS_ATTRIBUTE
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns
 from cytearc.ops.selection import publish_selection
 from cytepool.testing import tree_snapshot
 
@@ -45,7 +45,7 @@ def _write_membership(
         attributes={"role": MEMBERSHIP_ROLE, "assay": assay} if attributes is None else attributes,
     )
     array[:] = measured
-    cells.attrs[COLUMNS_ATTRIBUTE] = [*cells.attrs[COLUMNS_ATTRIBUTE], name]
+    list_columns(cells, [*cells.attrs[COLUMNS_ATTRIBUTE], name])
 
 
 def _build(path: Path, import_matrix: Callable[..., Path], *, attributes: Any = None) -> Path:

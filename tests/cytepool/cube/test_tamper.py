@@ -413,6 +413,19 @@ def _set_attr(key: str, value: object) -> Callable[[dict[str, Any]], object]:
         pytest.param(
             _set_attr("normalization", {"method": "none"}), CubeDigestError, id="normalization"
         ),
+        pytest.param(
+            lambda d: d["attributes"]["provenance"]["cytepool"].update(version="0.0.1"),
+            CubeDigestError,
+            id="provenance-version",
+        ),
+        pytest.param(
+            lambda d: d["attributes"]["provenance"].update(source={"tool": "another"}),
+            CubeDigestError,
+            id="provenance-source",
+        ),
+        pytest.param(
+            _set_attr("provenance_digest", 7), CubeFormatError, id="provenance-digest-not-text"
+        ),
     ],
 )
 def test_edited_root_attribute_fails_at_open(
@@ -427,6 +440,17 @@ def test_edited_root_attribute_fails_at_open(
     with pytest.raises(error) as info:
         read_cube(path)
     _assert_names(info.value, path)
+
+
+def test_a_cube_without_a_provenance_digest_reads(
+    cube: Cube, pristine: dict[str | None, Path], tmp_path: Path
+) -> None:
+    """provenance_digest is optional: cubes of other writers (and earlier releases) open as before."""
+    path = _copy(pristine, tmp_path, "gzip")
+    _edit_json(path / "zarr.json", lambda d: d["attributes"].pop("provenance_digest"))
+    back = read_cube(path)
+    assert back.provenance == cube.provenance
+    assert back.verify_fingerprint() == cube.fingerprint
 
 
 def test_unknown_root_attribute_is_ignored(

@@ -1,0 +1,99 @@
+"""Groups found, refused and created in an order that a kill cannot break."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import zarr
+from zarr.storage import LocalStore, WrapperStore
+
+from cytearc.errors import StoreFormatError
+from cytearc.storage.nodes import child_node, create_group_top_down
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from zarr.core.buffer import Buffer
+
+
+class _Recording(WrapperStore[LocalStore]):
+    """A local store that records the metadata keys it has finished writing, in order."""
+
+    written: list[str]
+
+    async def set(self, key: str, value: Buffer) -> None:
+        await super().set(key, value)
+        self.written.append(key)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        existed = await self.exists(key)
+        await super().set_if_not_exists(key, value)
+        if not existed:
+            self.written.append(key)
+
+
+def _recording(path: Path) -> tuple[zarr.Group, list[str]]:
+    store = _Recording(LocalStore(path))
+    store.written = []
+    return zarr.open_group(store, mode="a"), store.written
+
+
+def test_every_ancestor_is_written_before_the_group_below_it(tmp_path: Path) -> None:
+    """Zarr alone writes a child's zarr.json concurrently with its parents'; top-down writes each level first."""
+    root, written = _recording(tmp_path / "store.zarr")
+    written.clear()
+    create_group_top_down(root, "RNA/artifacts/pca/abc", attributes={"complete": False})
+    keys = [k for k in written if k.endswith("zarr.json")]
+    assert keys == [
+        "RNA/zarr.json",
+        "RNA/artifacts/zarr.json",
+        "RNA/artifacts/pca/zarr.json",
+        "RNA/artifacts/pca/abc/zarr.json",
+    ]
+    assert (
+        zarr.open_group(tmp_path / "store.zarr", mode="r")["RNA/artifacts/pca/abc"].attrs[
+            "complete"
+        ]
+        is False
+    )
+
+
+def test_existing_ancestors_are_kept(tmp_path: Path) -> None:
+    root = zarr.open_group(tmp_path / "store.zarr", mode="w")
+    root.create_group("RNA", attributes={"is_assay": True})
+    create_group_top_down(root, "RNA/artifacts/pca/abc")
+    create_group_top_down(root, "RNA/artifacts/pca/def")
+    reopened = zarr.open_group(tmp_path / "store.zarr", mode="r")
+    assert reopened["RNA"].attrs["is_assay"] is True
+    assert sorted(reopened["RNA/artifacts/pca"].group_keys()) == ["abc", "def"]
+
+
+def _edit(path: Path, **changes: Any) -> None:
+    document = json.loads(path.read_text())
+    document.update(changes)
+    path.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"zarr_format": 2}, {"node_type": "table"}, {"attributes": []}],
+    ids=["zarr_format-2", "node_type", "attributes-list"],
+)
+def test_a_child_whose_zarr_json_is_not_v3_metadata_is_refused(
+    tmp_path: Path, changes: dict[str, Any]
+) -> None:
+    """Not reported as absent (which would hide what it holds), and not zarr's own exception."""
+    root = zarr.open_group(tmp_path / "store.zarr", mode="w")
+    root.create_group("artifacts").create_group("pca")
+    _edit(tmp_path / "store.zarr" / "artifacts" / "zarr.json", **changes)
+    with pytest.raises(StoreFormatError, match=r"artifacts/zarr\.json"):
+        child_node(zarr.open_group(tmp_path / "store.zarr", mode="r"), "artifacts", where=".")
+
+
+def test_a_folder_without_zarr_json_is_absent(tmp_path: Path) -> None:
+    root = zarr.open_group(tmp_path / "store.zarr", mode="w")
+    (tmp_path / "store.zarr" / "loose").mkdir()
+    assert child_node(root, "loose", where=".") is None
+    assert child_node(root, "missing", where=".") is None
