@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``run``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``run``, ``runs``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from cytearc import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from cytearc.datastore import DataStore
 
-__all__ = ["main"]
+__all__ = ["main", "report_errors"]
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -330,6 +330,17 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.set_defaults(run=_verify)
 
 
+def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
+    from cytearc.tools import datastore_merge, subset_zarr  # noqa: PLC0415 (the tools import the store)
+
+    subset_zarr.add_arguments(
+        sub.add_parser("subset", help="write some cells of a store into a new store")
+    )
+    datastore_merge.add_arguments(
+        sub.add_parser("merge", help="merge stores into a new store (resumable)")
+    )
+
+
 def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
     p = sub.add_parser("run", help="run an analysis recipe (QC to markers) and record the run")
     p.add_argument("store")
@@ -399,20 +410,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _store_commands(sub)
+    _tool_commands(sub)
     _analysis_commands(sub)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
-    args = _parser().parse_args(argv)
+def report_errors(call: Callable[[], int], *, debug: bool) -> int:
+    """Run a command; an error becomes one line on stderr and exit code 1 (130 on Ctrl-C).
+
+    Parameters
+    ----------
+    call
+        The command, returning its exit code.
+    debug
+        Let errors raise, with their traceback.
+
+    Returns
+    -------
+    int
+        The exit code.
+    """
     try:
-        code: int = args.run(args)
+        return call()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        if args.debug:
+        if debug:
             raise
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, ValueError | OSError | KeyError):
@@ -424,7 +448,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 1
-    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = _parser().parse_args(argv)
+    return report_errors(lambda: int(args.run(args)), debug=args.debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,6 +29,7 @@ __all__ = [
     "DamagedArtifactError",
     "DamagedSourceError",
     "DestinationExistsError",
+    "DestinationOverlapError",
     "EngineConfigError",
     "FeatureNotFoundError",
     "ImportOptionError",
@@ -38,11 +39,14 @@ __all__ = [
     "LabelTakenError",
     "LayoutError",
     "MemBudgetError",
+    "MergePlanError",
+    "MergeResumeError",
     "MissingArtifactError",
     "NegativeCountsError",
     "NonFiniteArtifactError",
     "NonFiniteCountsError",
     "OperationArgumentError",
+    "PendingAssayError",
     "PipelineRecordError",
     "PlotInputError",
     "ReadOnlyStoreError",
@@ -325,3 +329,19 @@ class RepeatedEntryError(DamagedSourceError):
 
 class RemoteDestinationError(CyteArcError):
     """A writer was given a URL (``s3://``, ``gs://``, ...) where it writes only local paths."""
+
+
+class DestinationOverlapError(DestinationExistsError):
+    """A writer's destination is, contains or lies inside one of its source stores."""
+
+
+class PendingAssayError(CyteArcError):
+    """A source store holds a pending derived assay (``cytearc:pending_assay``): a writer is adding it, or was killed."""
+
+
+class MergePlanError(CyteArcError):
+    """Sources that cannot be merged: names, dtypes, assay types or membership columns that break the rules."""
+
+
+class MergeResumeError(CyteArcError):
+    """An interrupted merge cannot be finished: its sources or plan changed since it started."""

@@ -22,14 +22,13 @@ from tqdm import tqdm
 
 from cytearc._warnings import warn_user
 from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type
-from cytearc.engine.arrays import aligned_rows
 from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import CyteArcError, MemBudgetError, SourceFormatError
 from cytearc.io.bands import validate_unique_cells
 from cytearc.io.sources import CountSource, LayeredSource, iter_bands
 from cytearc.metadata.table import write_table
 from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_values
-from cytearc.storage.counts import SUMMARY_COMPRESSORS, CountsWriter, CountsWritten
+from cytearc.storage.counts import CountsWriter, layout_fits, write_summaries
 from cytearc.storage.destinations import create_destination, validate_destination
 from cytearc.storage.layout import DEFAULT_LAYOUT, CountLayout
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     from typing import TypeAlias
 
     import pandas as pd
-    import zarr
     from distributed import Client
 
     from cytepool.codecs import Compression
@@ -329,19 +327,7 @@ def _fit_layout(
     """``layout`` when its counts bands and countsT shards fit a worker, else a refusal naming the halving that fits."""
 
     def fits(policy: CountLayout) -> bool:
-        for array_shape in (shape, (shape[1], shape[0])):
-            geometry = policy.array_layout(array_shape, itemsize=dtype.itemsize)
-            row_bytes = max(array_shape[1], 1) * 8
-            try:
-                aligned_rows(
-                    budget=budget,
-                    row_bytes=row_bytes,
-                    shard_rows=geometry.shards[0],
-                    n_rows=array_shape[0],
-                )
-            except MemBudgetError:
-                return False
-        return True
+        return layout_fits(policy, shape=shape, dtype=dtype, budget=budget)
 
     if fits(layout):
         return layout
@@ -381,28 +367,6 @@ def dataset_fingerprint(
         h.update(_table_digest(features[name], ("ids", "names")))
         h.update(utf8_str(counts[name]))
     return format_digest(h)
-
-
-def _write_summaries(group: zarr.Group, written: CountsWritten) -> None:
-    summaries = group.create_group(
-        "countSummaries", attributes={"source_fingerprint": written.content_fingerprint}
-    )
-    for name, values, dim in (
-        ("rowSums", written.row_sums, "cell"),
-        ("rowPositive", written.row_positive, "cell"),
-        ("columnPositive", written.column_positive, "feature"),
-    ):
-        array = summaries.create_array(
-            name=name,
-            shape=values.shape,
-            dtype=values.dtype,
-            chunks=(max(1, min(len(values), 1 << 20)),),
-            dimension_names=(dim,),
-            compressors=SUMMARY_COMPRESSORS,
-            config={"write_empty_chunks": True},
-        )
-        if len(values):
-            array[:] = values
 
 
 @document_store_options
@@ -530,7 +494,7 @@ def write_store(
     fingerprints = {}
     for name, writer in writers.items():
         written = writer.finish(transpose=types[name] in RNA_TYPES)
-        _write_summaries(matrices[name], written)  # type: ignore[arg-type]
+        write_summaries(matrices[name], written)  # type: ignore[arg-type]
         fingerprints[name] = written.content_fingerprint
     fingerprint = dataset_fingerprint(source.cells, feature_tables, fingerprints)
     root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})

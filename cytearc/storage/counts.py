@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import scipy.sparse as sp
+import zarr
 from dask.delayed import delayed
 from distributed import wait
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
@@ -25,8 +26,9 @@ from cytearc.engine.arrays import (
     validate_aligned,
     write_block,
 )
-from cytearc.errors import CyteArcError, ShardAlignmentError
+from cytearc.errors import CyteArcError, MemBudgetError, ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
+from cytearc.storage.damage import read_region
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
 from cytepool.codecs import compressor as named_compressor
@@ -36,7 +38,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     import dask.array as da
-    import zarr
     from zarr.abc.codec import BytesBytesCodec
 
     from cytearc.engine.cluster import Engine
@@ -48,7 +49,12 @@ __all__ = [
     "band_summaries",
     "band_unit",
     "checksummed",
+    "fit_layout",
+    "layout_fits",
+    "read_band_result",
+    "write_band",
     "write_count_arrays",
+    "write_summaries",
 ]
 
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
@@ -153,14 +159,28 @@ def band_summaries(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     )
 
 
-def _write_band(
+def write_band(
     block: np.ndarray | sp.csr_matrix, array: zarr.Array[Any], first_row: int
 ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
     """Write one row band of ``counts`` (dense or sparse) in the array's dtype.
 
     Values are cast (checked) before a sparse band is densified, straight into
-    the storage dtype. Returns the band's identity-block digests, row sums,
-    detected features per row and detected cells per feature.
+    the storage dtype.
+
+    Parameters
+    ----------
+    block
+        The band's rows, whole shards.
+    array
+        ``counts``.
+    first_row
+        The band's first row.
+
+    Returns
+    -------
+    tuple
+        The band's identity-block digests, row sums, detected features per
+        row and detected cells per feature.
     """
     dtype = np.dtype(array.dtype)
     where = f"counts rows {first_row}:"
@@ -189,6 +209,165 @@ def _write_band(
     )
 
 
+def _existing_counts(
+    group: zarr.Group, *, shape: tuple[int, int], dtype: np.dtype, layout: CountLayout, where: str
+) -> zarr.Array[Any]:
+    """The ``counts`` an interrupted writer created, refused unless it is the array it would create."""
+    counts = group.get("counts")
+    expected = layout.array_layout(shape, itemsize=dtype.itemsize)
+    if (
+        not isinstance(counts, zarr.Array)
+        or tuple(counts.shape) != shape
+        or np.dtype(counts.dtype) != dtype
+        or counts.shards != expected.shards
+        or group.attrs.get(LAYOUT_ATTRIBUTE) != layout.to_json()
+    ):
+        found = (
+            f"shape {counts.shape}, dtype {counts.dtype}"
+            if isinstance(counts, zarr.Array)
+            else "no array"
+        )
+        msg = f"{where}/counts: expected the partly written counts of shape {shape}, dtype {dtype} and layout {layout.to_json()}, found {found}; start again with overwrite=True"
+        raise ShardAlignmentError(msg)
+    return counts
+
+
+def read_band_result(
+    array: zarr.Array[Any], first_row: int, rows: int
+) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`write_band` returned for a band already written, from its stored values.
+
+    Parameters
+    ----------
+    array
+        ``counts``.
+    first_row
+        The band's first row.
+    rows
+        Its rows.
+
+    Returns
+    -------
+    tuple
+        The band's identity-block digests, row sums, detected features per
+        row and detected cells per feature.
+    """
+    dense = read_region(array, slice(first_row, first_row + rows))
+    row_sums, row_positive, column_positive = band_summaries(dense)
+    return (
+        block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
+        row_sums,
+        row_positive,
+        column_positive,
+    )
+
+
+def layout_fits(
+    layout: CountLayout, *, shape: tuple[int, int], dtype: np.dtype, budget: int
+) -> bool:
+    """Whether the bands of ``counts`` and the shards of ``countsT`` under ``layout`` fit ``budget``.
+
+    Parameters
+    ----------
+    layout
+        The policy.
+    shape
+        ``(n_cells, n_features)``.
+    dtype
+        The storage dtype.
+    budget
+        The memory of one worker, bytes.
+
+    Returns
+    -------
+    bool
+        True when both orientations have a band of whole shards that fits.
+    """
+    for array_shape in (shape, (shape[1], shape[0])):
+        geometry = layout.array_layout(array_shape, itemsize=np.dtype(dtype).itemsize)
+        try:
+            aligned_rows(
+                budget=budget,
+                row_bytes=max(array_shape[1], 1) * 8,
+                shard_rows=geometry.shards[0],
+                n_rows=array_shape[0],
+            )
+        except MemBudgetError:
+            return False
+    return True
+
+
+def fit_layout(
+    layout: CountLayout, *, shape: tuple[int, int], dtype: np.dtype, budget: int, where: str
+) -> CountLayout:
+    """``layout``, halved (both sizes together) until its writes fit ``budget``.
+
+    What subset, merge and repack do with the default policy (an import
+    refuses instead and names the halving).
+
+    Parameters
+    ----------
+    layout
+        The policy to start from.
+    shape
+        ``(n_cells, n_features)``.
+    dtype
+        The storage dtype.
+    budget
+        The memory of one worker, bytes.
+    where
+        The assay, for the message.
+
+    Returns
+    -------
+    CountLayout
+        The largest halving that fits.
+
+    Raises
+    ------
+    MemBudgetError
+        Not even shards of one row fit.
+    """
+    candidate = layout
+    while not layout_fits(candidate, shape=shape, dtype=dtype, budget=budget):
+        if candidate.chunk_bytes <= 1 and candidate.unit_bytes <= 1:
+            msg = f"{where}: no halving of the layout {layout.to_json()} fits a worker's memory ({budget} bytes), not even shards of one row; raise mem_budget"
+            raise MemBudgetError(msg)
+        candidate = candidate.halved()
+    return candidate
+
+
+def write_summaries(group: zarr.Group, written: CountsWritten) -> None:
+    """Write ``countSummaries`` (row sums, detected features per cell and cells per feature).
+
+    Parameters
+    ----------
+    group
+        The assay's matrix group.
+    written
+        What writing its counts produced.
+    """
+    summaries = group.create_group(
+        "countSummaries", attributes={"source_fingerprint": written.content_fingerprint}
+    )
+    for name, values, dim in (
+        ("rowSums", written.row_sums, "cell"),
+        ("rowPositive", written.row_positive, "cell"),
+        ("columnPositive", written.column_positive, "feature"),
+    ):
+        array = summaries.create_array(
+            name=name,
+            shape=values.shape,
+            dtype=values.dtype,
+            chunks=(max(1, min(len(values), 1 << 20)),),
+            dimension_names=(dim,),
+            compressors=SUMMARY_COMPRESSORS,
+            config={"write_empty_chunks": True},
+        )
+        if len(values):
+            array[:] = values
+
+
 class CountsWriter:
     """Writes one assay's count arrays from row bands, in order, each a whole number of shards.
 
@@ -212,19 +391,25 @@ class CountsWriter:
         engine: Engine | None = None,
         where: str = "counts",
         max_band_rows: int | None = None,
+        resume: bool = False,
     ) -> None:
         self.group, self.shape, self.dtype = group, shape, np.dtype(dtype)
         self.layout, self.compressor, self.engine, self.where = layout, compressor, engine, where
-        group.attrs[LAYOUT_ATTRIBUTE] = layout.to_json()
-        self.counts = _create(
-            group,
-            "counts",
-            shape=shape,
-            dtype=self.dtype,
-            layout=layout,
-            compressor=compressor,
-            dimension_names=("cell", "feature"),
-        )
+        if resume:
+            self.counts = _existing_counts(
+                group, shape=shape, dtype=self.dtype, layout=layout, where=where
+            )
+        else:
+            group.attrs[LAYOUT_ATTRIBUTE] = layout.to_json()
+            self.counts = _create(
+                group,
+                "counts",
+                shape=shape,
+                dtype=self.dtype,
+                layout=layout,
+                compressor=compressor,
+                dimension_names=("cell", "feature"),
+            )
         shard_rows = self.counts.shards[0] if self.counts.shards else self.counts.chunks[0]
         budget = engine.worker_memory() if engine is not None else 2**30
         unit = band_unit(shard_rows)
@@ -262,11 +447,11 @@ class CountsWriter:
             msg = f"{self.where}: band {first_row}:{first_row + rows} is not a band of {self.band_rows} rows"
             raise ShardAlignmentError(msg)
         if self.engine is None or self.engine.client is None:
-            self._results[first_row] = _write_band(block, self.counts, first_row)
+            self._results[first_row] = write_band(block, self.counts, first_row)
             return
         client = self.engine.client
         data = client.scatter(block, hash=False)
-        future = client.submit(_write_band, data, self.counts, first_row, pure=False)
+        future = client.submit(write_band, data, self.counts, first_row, pure=False)
         self._results[first_row] = future
         self._in_flight.append(future)
         limit = 2 * max(1, len(client.scheduler_info()["workers"]))
@@ -449,7 +634,7 @@ def write_count_arrays(
     x = x.rechunk((writer.band_rows, x.shape[1]))
     validate_aligned(x.chunks, writer.counts, where=where)
     starts = np.cumsum((0, *x.chunks[0][:-1])).tolist()
-    write = delayed(_write_band, pure=False)
+    write = delayed(write_band, pure=False)
     tasks = [write(b, writer.counts, s) for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)]
     return writer.complete(_compute(engine, *tasks), transpose=transpose)
 

@@ -640,6 +640,61 @@ def _remote_destination(store: Path) -> object:
     )
 
 
+@case(
+    errors.DestinationOverlapError,
+    r"<store>/sub\.zarr: overlaps the source store <store>; a writer never replaces or writes "
+    r"into its source - choose a destination outside it",
+)
+def _overlapping_destination(store: Path) -> object:
+    from cytearc.tools import SubsetZarr  # noqa: PLC0415
+
+    return SubsetZarr(store, store / "sub.zarr", cells=[0], cluster="threads").dump()
+
+
+@case(
+    errors.PendingAssayError,
+    r"<store>/GeneSets: a pending derived assay \(written by 'add_grouped_assay', not finished\); "
+    r"wait for its writer to finish, or, once no process writes it, remove it with "
+    r"DataStore\(\.\.\., zarr_mode='r\+'\)\.discard_interrupted_assay\('GeneSets'\)",
+)
+def _pending_assay(store: Path) -> object:
+    from cytearc.tools import SubsetZarr  # noqa: PLC0415
+
+    zarr.open_group(store, mode="r+").create_group(
+        "GeneSets", attributes={"cytearc:pending_assay": "add_grouped_assay"}
+    )
+    return SubsetZarr(store, store.parent / "sub.zarr", cells=[0], cluster="threads").dump()
+
+
+@case(
+    errors.MergePlanError,
+    r"sources: a merge needs at least two stores, found 1; copy one store with SubsetZarr or "
+    r"repack_zarr",
+)
+def _one_source(store: Path) -> object:
+    from cytearc.tools import DataStoreMerge  # noqa: PLC0415
+
+    return DataStoreMerge([store], store.parent / "m.zarr", cluster="threads").dump()
+
+
+@case(
+    errors.MergeResumeError,
+    r"<store>-merged: already holds a complete merge; pass overwrite=True to replace it, or "
+    r"choose another destination",
+)
+def _complete_merge(store: Path) -> object:
+    from cytearc.tools import DataStoreMerge, SubsetZarr  # noqa: PLC0415
+
+    other = SubsetZarr(
+        store, store.parent / "b.zarr", cells=[0], cluster="threads", show_progress=False
+    ).dump()
+    merge = DataStoreMerge(
+        [store, other], f"{store}-merged", cluster="threads", show_progress=False
+    )
+    merge.dump()
+    return merge.dump()
+
+
 # --- the tests ------------------------------------------------------------
 
 

@@ -1,0 +1,345 @@
+"""What the store writers of :mod:`cytearc.tools` share: source checks and the parts of a new store.
+
+A new store is written in the order an import writes it: the root group with
+``cytearc:complete=False``, the cell table (membership columns written with
+their attributes in their first metadata write), each assay's feature table
+and count arrays with their summaries, and last the dataset fingerprint with
+``cytearc:complete=True``, so an interrupted writer leaves a store that never
+opens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import numpy as np
+import pandas as pd
+import zarr
+from zarr.codecs import GzipCodec, ZstdCodec
+
+from cytearc.errors import DestinationOverlapError, PendingAssayError
+from cytearc.io.importer import dataset_fingerprint
+from cytearc.metadata.encoding import encode_column, write_column
+from cytearc.metadata.membership import MEMBERSHIP_ROLE, membership_column
+from cytearc.metadata.table import COLUMNS_ATTRIBUTE, GENERATED_ATTRIBUTE, list_columns, write_table
+from cytearc.storage.counts import write_count_arrays, write_summaries
+from cytearc.storage.destinations import create_destination
+from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_node, member_names
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    import dask.array as da
+    from zarr.abc.codec import BytesBytesCodec
+
+    from cytearc.engine.cluster import Engine
+    from cytearc.metadata.table import MetaData
+    from cytearc.storage.layout import CountLayout
+    from cytearc.storage.store import Store
+
+__all__ = [
+    "PENDING_ATTRIBUTE",
+    "carried_columns",
+    "create_store",
+    "finish_store",
+    "refuse_overlap",
+    "refuse_pending",
+    "source_compressor",
+    "table_frame",
+    "write_assay",
+    "write_cells",
+]
+
+PENDING_ATTRIBUTE: Final = "cytearc:pending_assay"
+"""The attribute of a derived assay that is still being written (it has no ``is_assay``)."""
+
+
+def refuse_pending(store: Store) -> None:
+    """Refuse a source store that holds a pending derived assay.
+
+    Parameters
+    ----------
+    store
+        The source.
+
+    Raises
+    ------
+    PendingAssayError
+        A root group carries ``cytearc:pending_assay``.
+    """
+    for name in sorted(member_names(store.root, where=store.where)):
+        node = child_node(store.root, name, where=store.where)
+        if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
+            operation = node.attrs[PENDING_ATTRIBUTE]
+            msg = (
+                f"{store.where}/{name}: a pending derived assay (written by {operation!r}, not "
+                "finished); wait for its writer to finish, or, once no process writes it, remove "
+                f"it with DataStore(..., zarr_mode='r+').discard_interrupted_assay({name!r})"
+            )
+            raise PendingAssayError(msg)
+
+
+def refuse_overlap(sources: Iterable[str], destination: Path) -> None:
+    """Refuse a destination that is, holds or lies inside a local source store.
+
+    Parameters
+    ----------
+    sources
+        The source locations (URLs cannot overlap a local destination).
+    destination
+        The destination, absolute.
+
+    Raises
+    ------
+    DestinationOverlapError
+        The destination overlaps a source.
+    """
+    target = destination.resolve()
+    for source in sources:
+        if "://" in source:
+            continue
+        path = Path(source).resolve()
+        if path == target or path in target.parents or target in path.parents:
+            msg = f"{destination}: overlaps the source store {source}; a writer never replaces or writes into its source - choose a destination outside it"
+            raise DestinationOverlapError(msg)
+
+
+def carried_columns(cells: MetaData, assays: Iterable[str]) -> list[str]:
+    """The cell columns a new store carries from a source: neither analysis outputs nor membership.
+
+    Columns an analysis wrote (``cytearc:generatedBy``) belong to the source's
+    runs, which new stores do not copy; membership columns of the source's
+    assays are written by their own rules.
+
+    Parameters
+    ----------
+    cells
+        The source's cell table.
+    assays
+        The source's assays.
+
+    Returns
+    -------
+    list of str
+        Column names, in table order.
+    """
+    membership = {membership_column(cells, name) for name in assays} - {None}
+    return [
+        column
+        for column in cells.columns
+        if column not in membership and GENERATED_ATTRIBUTE not in cells.attributes(column)
+    ]
+
+
+def table_frame(
+    table: MetaData, columns: Sequence[str], rows: np.ndarray | None = None
+) -> pd.DataFrame:
+    """Columns of a table with their pandas dtypes, at ``rows`` (positions) or all rows.
+
+    Parameters
+    ----------
+    table
+        The table.
+    columns
+        The columns, in order.
+    rows
+        Row positions, or None for every row.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns, index 0..n-1.
+    """
+    data = {}
+    for column in columns:
+        series = table.fetch_series(column)
+        data[column] = (series if rows is None else series.iloc[rows]).reset_index(drop=True)
+    return pd.DataFrame(data)
+
+
+def source_compressor(array: zarr.Array[Any]) -> BytesBytesCodec | None:
+    """The compressor of a source count array (gzip or zstd), or None.
+
+    Parameters
+    ----------
+    array
+        ``counts`` of a source assay.
+
+    Returns
+    -------
+    codec or None
+        The compressor a new array is written with; ``crc32c`` is added by
+        :func:`~cytearc.storage.counts.checksummed`.
+    """
+    for codec in array.compressors:
+        if isinstance(codec, GzipCodec | ZstdCodec):
+            return codec
+    return None
+
+
+def create_store(
+    path: Path,
+    *,
+    overwrite: bool,
+    assay_types: Mapping[str, str],
+    attributes: Mapping[str, Any] | None = None,
+) -> zarr.Group:
+    """The root group of a new store, incomplete until :func:`finish_store`.
+
+    Parameters
+    ----------
+    path
+        The destination, checked by
+        :func:`~cytearc.storage.destinations.validate_destination`.
+    overwrite
+        Replace what is there.
+    assay_types
+        The declared type of each assay.
+    attributes
+        More root attributes (a merge's manifest).
+
+    Returns
+    -------
+    zarr.Group
+        The root group.
+    """
+    root = create_destination(path, overwrite=overwrite)
+    root.attrs.update(
+        {
+            "cytearc:format": STORE_FORMAT,
+            "cytearc:formatVersion": STORE_FORMAT_VERSION,
+            "cytearc:complete": False,
+            "assayTypes": dict(assay_types),
+            **(attributes or {}),
+        }
+    )
+    return root
+
+
+def write_cells(
+    root: zarr.Group, frame: pd.DataFrame, *, membership: Mapping[str, np.ndarray], where: str
+) -> None:
+    """Write the cell table, and each assay's membership column with its role attributes.
+
+    Parameters
+    ----------
+    root
+        The new store's root.
+    frame
+        The ordinary columns, ``ids`` first.
+    membership
+        Each assay's ``<assay>_I`` values (one boolean per cell).
+    where
+        The store, for messages.
+    """
+    group = root.create_group("cellData")
+    write_table(group, frame, dimension="cell", where=f"{where}/cellData")
+    names = []
+    for assay, values in membership.items():
+        name = f"{assay}_I"
+        column = encode_column(
+            np.asarray(values, dtype=bool), n_rows=len(frame), where=f"{where}/cellData/{name}"
+        )
+        write_column(
+            group,
+            name,
+            column,
+            dimension="cell",
+            attributes={"role": MEMBERSHIP_ROLE, "assay": assay},
+        )
+        names.append(name)
+    if names:
+        listed = group.attrs[COLUMNS_ATTRIBUTE]
+        assert isinstance(listed, list)
+        list_columns(group, [*map(str, listed), *names])
+
+
+def write_assay(
+    root: zarr.Group,
+    name: str,
+    features: pd.DataFrame,
+    counts: da.Array,
+    *,
+    transpose: bool,
+    layout: CountLayout,
+    compressor: BytesBytesCodec | None,
+    engine: Engine,
+    where: str,
+) -> str:
+    """Write an assay's feature table, counts (and ``countsT``) and count summaries.
+
+    Parameters
+    ----------
+    root
+        The new store's root.
+    name
+        The assay.
+    features
+        Its feature table (``ids``, ``names``, ...).
+    counts
+        Cells x features in the storage dtype, lazy.
+    transpose
+        Write ``countsT`` (RNA-type assays).
+    layout
+        The layout policy, fitted to the budget.
+    compressor
+        The codec after ``bytes``.
+    engine
+        Where the graph runs.
+    where
+        The store, for messages.
+
+    Returns
+    -------
+    str
+        The counts' content fingerprint.
+    """
+    assay = root.create_group(name, attributes={"is_assay": True})
+    write_table(
+        assay.create_group("featureData"),
+        features,
+        dimension="feature",
+        where=f"{where}/{name}/featureData",
+    )
+    group = root.require_group("matrices").create_group(name)
+    written = write_count_arrays(
+        group,
+        counts,
+        layout=layout,
+        compressor=compressor,
+        engine=engine,
+        transpose=transpose,
+        where=f"{where}/matrices/{name}",
+    )
+    write_summaries(group, written)
+    return written.content_fingerprint
+
+
+def finish_store(
+    root: zarr.Group,
+    cells: pd.DataFrame,
+    features: Mapping[str, pd.DataFrame],
+    fingerprints: Mapping[str, str],
+) -> str:
+    """Record the dataset fingerprint and mark the store complete (its last write).
+
+    Parameters
+    ----------
+    root
+        The new store's root.
+    cells
+        Its cell table (``ids``).
+    features
+        Each assay's feature table (``ids``, ``names``).
+    fingerprints
+        Each assay's counts fingerprint.
+
+    Returns
+    -------
+    str
+        The dataset fingerprint.
+    """
+    fingerprint = dataset_fingerprint(cells, features, fingerprints)
+    root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
+    return fingerprint
