@@ -7,7 +7,23 @@ merge``, ``python -m cytearc.tools.subset_zarr`` and ``python -m
 cytearc.tools.datastore_merge``.
 """
 
-from cytearc.tools.datastore_merge import DataStoreMerge
-from cytearc.tools.subset_zarr import SubsetZarr
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cytearc.tools.datastore_merge import DataStoreMerge
+    from cytearc.tools.subset_zarr import SubsetZarr
 
 __all__ = ["DataStoreMerge", "SubsetZarr"]
+
+_MODULES = {"DataStoreMerge": "datastore_merge", "SubsetZarr": "subset_zarr"}
+"""Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _MODULES:
+        return getattr(importlib.import_module(f"cytearc.tools.{_MODULES[name]}"), name)
+    msg = f"module 'cytearc.tools' has no attribute {name!r}"
+    raise AttributeError(msg)
