@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``run``, ``runs``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``repack``, ``run``, ``runs``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
@@ -331,13 +331,19 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
 
 
 def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
-    from cytearc.tools import datastore_merge, subset_zarr  # noqa: PLC0415 (the tools import the store)
+    from cytearc.tools import datastore_merge, repack, subset_zarr  # noqa: PLC0415 (the tools import the store)
 
     subset_zarr.add_arguments(
         sub.add_parser("subset", help="write some cells of a store into a new store")
     )
     datastore_merge.add_arguments(
         sub.add_parser("merge", help="merge stores into a new store (resumable)")
+    )
+    repack.add_arguments(
+        sub.add_parser(
+            "repack",
+            help="rewrite a store under a layout profile, or rebuild its count arrays (--data-only)",
+        )
     )
 
 

@@ -67,6 +67,10 @@ class Assay:
         self.name = name
         self.assayType = assay_type
         self.where = f"{where}/{name}"
+        self._repair = (
+            "re-import the source, or rebuild the count arrays from counts: "
+            f"python -m cytearc.tools.repack_zarr {where} OUT --data-only"
+        )
         group = child_group(root, name, where=where)
         self.features = MetaData(
             child_group(group, "featureData", where=self.where),
@@ -90,25 +94,26 @@ class Assay:
         if assay_type in RNA_TYPES:
             self._counts_t = self._count_array("countsT", shape=(n_features, n_cells))
             if self._counts_t.dtype != self._counts.dtype:
-                msg = f"{self.where}: countsT has dtype {self._counts_t.dtype}, counts {self._counts.dtype}; re-import the store"
+                msg = f"{self.where}: countsT has dtype {self._counts_t.dtype}, counts {self._counts.dtype}; {self._repair}"
                 raise StoreFormatError(msg)
         self._validate_summaries()
 
     def _count_array(self, name: str, *, shape: tuple[int, int] | None) -> zarr.Array[Any]:
         where = f"{self.where}: {name}"
+        remedy = "re-import the source" if name == "counts" else self._repair
         array = child_node(self.matrix, name, where=self._matrix_where)
         if array is None:
-            msg = f"{where} is missing; an {self.assayType} assay needs it - re-import the source"
+            msg = f"{where} is missing; an {self.assayType} assay needs it - {remedy}"
             raise StoreFormatError(msg)
         if (
             not isinstance(array, zarr.Array)
             or array.metadata.zarr_format != 3
             or array.shards is None
         ):
-            msg = f"{where} must be a sharded Zarr v3 array; re-import the store"
+            msg = f"{where} must be a sharded Zarr v3 array; {remedy}"
             raise StoreFormatError(msg)
         if shape is not None and tuple(array.shape) != shape:
-            msg = f"{where} has shape {tuple(array.shape)}, expected {shape} (counts transposed)"
+            msg = f"{where} has shape {tuple(array.shape)}, expected {shape} (counts transposed); {remedy}"
             raise StoreFormatError(msg)
         recorded = CountLayout.from_json(array.attrs.get(LAYOUT_ATTRIBUTE), where=where)
         if recorded != self.layout:
@@ -132,11 +137,11 @@ class Assay:
         """The ``countSummaries`` group, refused unless it is bound to these counts."""
         summaries = child_node(self.matrix, "countSummaries", where=self._matrix_where)
         if not isinstance(summaries, zarr.Group):
-            msg = f"{self._matrix_where}/countSummaries: expected the group of count summaries, found {'nothing' if summaries is None else 'an array'}; re-import the source (summaries are written with the counts)"
+            msg = f"{self._matrix_where}/countSummaries: expected the group of count summaries, found {'nothing' if summaries is None else 'an array'}; {self._repair}"
             raise CountSummariesError(msg)
         bound = summaries.attrs.get("source_fingerprint")
         if bound != self.content_fingerprint:
-            msg = f"{self._matrix_where}/countSummaries: attribute 'source_fingerprint': expected the counts' content fingerprint {self.content_fingerprint}, found {bound!r} (summaries of other counts); re-import the source"
+            msg = f"{self._matrix_where}/countSummaries: attribute 'source_fingerprint': expected the counts' content fingerprint {self.content_fingerprint}, found {bound!r} (summaries of other counts); {self._repair}"
             raise CountSummariesError(msg)
         return summaries
 
@@ -237,14 +242,14 @@ class Assay:
         length = self.shape[1] if name == "columnPositive" else self.shape[0]
         kind = "f" if name == "rowSums" and self.dtype.kind == "f" else "i"
         if not isinstance(array, zarr.Array):
-            msg = f"{where}: expected an array of {length} values, found {'nothing' if array is None else 'a group'}; re-import the source (summaries are written with the counts)"
+            msg = f"{where}: expected an array of {length} values, found {'nothing' if array is None else 'a group'}; {self._repair}"
             raise CountSummariesError(msg)
         if tuple(array.shape) != (length,) or np.dtype(array.dtype) != np.dtype(f"{kind}8"):
-            msg = f"{where}: expected shape ({length},) and dtype {np.dtype(f'{kind}8')}, found {tuple(array.shape)} and {array.dtype}; re-import the source"
+            msg = f"{where}: expected shape ({length},) and dtype {np.dtype(f'{kind}8')}, found {tuple(array.shape)} and {array.dtype}; {self._repair}"
             raise CountSummariesError(msg)
         missing = missing_units(array)
         if missing:
-            msg = f"{where}: chunk {missing[0]} is missing (it would read as zeros); the summaries of a store are complete - re-import the source"
+            msg = f"{where}: chunk {missing[0]} is missing (it would read as zeros); the summaries of a store are complete - {self._repair}"
             raise CountSummariesError(msg)
         return read_region(array, slice(None))
 

@@ -9,8 +9,9 @@ what they use, never :class:`~cytearc.DataStore` itself.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -23,6 +24,7 @@ from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import (
     AssayNotFoundError,
     AssayTypeError,
+    CyteArcError,
     OperationArgumentError,
     StoreAccessError,
     StoreFormatError,
@@ -47,35 +49,41 @@ _MODES: Final = ("r", "r+")
 
 
 class Assays(Mapping[str, Assay]):
-    """The assays of a store by name; an unknown name raises :class:`AssayNotFoundError`.
+    """The assays of a store by name, each opened (and validated) when first accessed.
+
+    A damaged assay raises its named error when it is accessed, so the other
+    assays of a store stay usable; an unknown name raises
+    :class:`AssayNotFoundError`.
 
     Parameters
     ----------
-    assays
-        The assays.
+    openers
+        Each assay's name and the function that opens it.
     where
         The store's location, for messages.
     """
 
-    def __init__(self, assays: Mapping[str, Assay], *, where: str) -> None:
-        self._assays = dict(assays)
+    def __init__(self, openers: Mapping[str, Callable[[], Assay]], *, where: str) -> None:
+        self._openers = dict(openers)
+        self._open: dict[str, Assay] = {}
         self._where = where
 
     def __getitem__(self, name: str) -> Assay:
-        try:
-            return self._assays[name]
-        except KeyError:
-            msg = f"{self._where}: no assay {name!r}; the store has {sorted(self._assays)} - pass one of them"
-            raise AssayNotFoundError(msg) from None
+        if name not in self._openers:
+            msg = f"{self._where}: no assay {name!r}; the store has {sorted(self._openers)} - pass one of them"
+            raise AssayNotFoundError(msg)
+        if name not in self._open:
+            self._open[name] = self._openers[name]()
+        return self._open[name]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._assays)
+        return iter(self._openers)
 
     def __len__(self) -> int:
-        return len(self._assays)
+        return len(self._openers)
 
     def __repr__(self) -> str:
-        return f"Assays({', '.join(self._assays)})"
+        return f"Assays({', '.join(self._openers)})"
 
 
 class AnalysisStore(Protocol):
@@ -314,22 +322,22 @@ class Store:
             writable=self.writable,
         )
         self.assays = Assays(
-            {
-                name: Assay(
-                    name=name,
-                    assay_type=self.assay_types[name],
-                    root=self.root,
-                    where=self.where,
-                    writable=self.writable,
-                )
-                for name in sorted(names)
-            },
+            {name: functools.partial(self._open_assay, name) for name in sorted(names)},
             where=self.where,
         )
-        for assay in self.assays.values():
-            if assay.shape[0] != self.cells.n_rows:
-                msg = f"{assay.where}: counts has {assay.shape[0]} cells, the cell table {self.cells.n_rows}; re-import the store"
-                raise StoreFormatError(msg)
+
+    def _open_assay(self, name: str) -> Assay:
+        assay = Assay(
+            name=name,
+            assay_type=self.assay_types[name],
+            root=self.root,
+            where=self.where,
+            writable=self.writable,
+        )
+        if assay.shape[0] != self.cells.n_rows:
+            msg = f"{assay.where}: counts has {assay.shape[0]} cells, the cell table {self.cells.n_rows}; re-import the store"
+            raise StoreFormatError(msg)
+        return assay
 
     def _resolve_types(
         self, recorded: object, names: set[str], explicit: Mapping[str, str] | None
@@ -411,6 +419,12 @@ class Store:
         """Identity of the cell ids, each assay's feature ids and names and its counts."""
         return str(self.root.attrs["cytearc:datasetFingerprint"])
 
+    def _describe(self, name: str) -> str:
+        try:
+            return repr(self.assays[name])
+        except CyteArcError as exc:
+            return f"{name} (does not open: {type(exc).__name__})"
+
     def __repr__(self) -> str:
-        assays = ", ".join(repr(a) for a in self.assays.values())
+        assays = ", ".join(self._describe(name) for name in self.assays)
         return f"<{type(self).__name__} {self.where}: {self.cells.n_rows} cells; {assays}>"

@@ -566,6 +566,33 @@ def _summary_check(assay: Assay, name: str, values: np.ndarray) -> Check:
     )
 
 
+def _open_assays(store: Store) -> tuple[list[Assay], list[Check]]:
+    """The assays that open, and a damaged check for each that does not."""
+    opened, refused = [], []
+    for name in store.assays:
+        try:
+            opened.append(store.assays[name])
+        except CyteArcError as exc:
+            refused.append(
+                Check(
+                    item=f"matrices/{name}",
+                    what="the assay opens",
+                    status="damaged",
+                    damage=Damage(
+                        array=f"matrices/{name}",
+                        chunk=None,
+                        expected="counts, countsT (RNA types) and summaries that agree with their records",
+                        found=f"{type(exc).__name__}: {exc}",
+                        remedy=(
+                            "rebuild the count arrays: python -m cytearc.tools.repack_zarr "
+                            f"{store.where} OUT --data-only, or import the source again"
+                        ),
+                    ),
+                )
+            )
+    return opened, refused
+
+
 def _dataset_check(store: Store) -> Check:
     item = "zarr.json"
     what = "dataset fingerprint"
@@ -781,7 +808,8 @@ def verify_store(store: Store) -> VerifyReport:
     """
     engine = store.engine
     budget = engine.worker_memory()
-    plans = [_assay_plan(assay, budget=budget) for assay in store.assays.values()]
+    opened, refused = _open_assays(store)
+    plans = [_assay_plan(assay, budget=budget) for assay in opened]
     artifacts = _artifact_plan(store)
     tasks = [t for p in (*plans, artifacts) for t in p.tasks]
     results = engine.compute(*tasks, show_progress=store.show_progress) if tasks else ()
@@ -790,7 +818,17 @@ def verify_store(store: Store) -> VerifyReport:
     for plan in plans:
         checks.extend(plan.judge(results[position : position + len(plan.tasks)]))
         position += len(plan.tasks)
-    checks.append(_dataset_check(store))
+    checks.extend(refused)
+    checks.append(
+        _dataset_check(store)
+        if not refused
+        else Check(
+            item="zarr.json",
+            what="dataset fingerprint",
+            status="unchecked",
+            note="an assay does not open",
+        )
+    )
     checks.extend(artifacts.judge(results[position:]))
     checks.extend(_headless_groups(store))
     return VerifyReport(location=store.where, checks=tuple(checks))

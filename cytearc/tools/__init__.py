@@ -1,10 +1,11 @@
-"""Writers that reshape stores: :class:`SubsetZarr` and :class:`DataStoreMerge`.
+"""Writers that reshape stores: :class:`SubsetZarr`, :class:`DataStoreMerge` and :func:`repack_zarr`.
 
 Each writes a new store on the engine, one task per band of whole shards
 sized from ``mem_budget``, and refuses a bad destination or source before it
 writes anything. Each is also a command: ``cytearc subset``, ``cytearc
-merge``, ``python -m cytearc.tools.subset_zarr`` and ``python -m
-cytearc.tools.datastore_merge``.
+merge``, ``cytearc repack``, and ``python -m cytearc.tools.subset_zarr``,
+``python -m cytearc.tools.datastore_merge`` and ``python -m
+cytearc.tools.repack_zarr``.
 """
 
 from __future__ import annotations
@@ -14,11 +15,18 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cytearc.tools.datastore_merge import DataStoreMerge
+    from cytearc.tools.repack import PROFILES, RepackProfile, repack_zarr
     from cytearc.tools.subset_zarr import SubsetZarr
 
-__all__ = ["DataStoreMerge", "SubsetZarr"]
+__all__ = ["PROFILES", "DataStoreMerge", "RepackProfile", "SubsetZarr", "repack_zarr"]
 
-_MODULES = {"DataStoreMerge": "datastore_merge", "SubsetZarr": "subset_zarr"}
+_MODULES = {
+    "DataStoreMerge": "datastore_merge",
+    "PROFILES": "repack",
+    "RepackProfile": "repack",
+    "SubsetZarr": "subset_zarr",
+    "repack_zarr": "repack",
+}
 """Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""
 
 

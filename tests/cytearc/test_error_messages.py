@@ -212,7 +212,7 @@ def _layout(store: Path) -> object:
     zarr.open_group(store / "matrices" / "RNA", mode="r+").attrs["cytearc:countMatrixLayout"] = {
         "unitBytes": 1
     }
-    return _open(store)
+    return _open(store).assays["RNA"]
 
 
 @case(
@@ -558,7 +558,8 @@ def _store_damage(store: Path) -> object:
 @case(
     errors.CountSummariesError,
     r"<store>/matrices/RNA/countSummaries/rowSums: chunk c/0 is missing \(it would read as zeros\); "
-    r"the summaries of a store are complete - re-import the source",
+    r"the summaries of a store are complete - re-import the source, or rebuild the count arrays "
+    r"from counts: python -m cytearc\.tools\.repack_zarr <store> OUT --data-only",
 )
 def _count_summaries(store: Path) -> object:
     (store / "matrices" / "RNA" / "countSummaries" / "rowSums" / "c" / "0").unlink()

@@ -225,11 +225,11 @@ def _edit_json(path: Path, edit: Any) -> None:
 def test_tampered_metadata_fails_closed(  # noqa: PLR0917 (parametrized)
     tmp_path: Path, engine: Engine, target: str, edit: Any, error: type[Exception], match: str
 ) -> None:
-    """Missing or mismatched layout, summaries, completion or types refuse to open."""
+    """Missing or mismatched layout, summaries, completion or types refuse the store or its assay."""
     path = _import(_matrix(), tmp_path / "ds.zarr", engine).path
     _edit_json(path / target, edit)
     with pytest.raises(error, match=match):
-        DataStore(path)
+        DataStore(path).assays["RNA"]
 
 
 def test_missing_counts_t_refuses_rna(tmp_path: Path, engine: Engine) -> None:
@@ -238,8 +238,8 @@ def test_missing_counts_t_refuses_rna(tmp_path: Path, engine: Engine) -> None:
 
     path = _import(_matrix(), tmp_path / "ds.zarr", engine).path
     shutil.rmtree(path / "matrices" / "RNA" / "countsT")
-    with pytest.raises(CyteArcError, match=r"countsT is missing.*re-import the source"):
-        DataStore(path)
+    with pytest.raises(CyteArcError, match=r"countsT is missing.*re-import the source.*--data-only"):
+        DataStore(path).assays["RNA"]
 
 
 def test_assay_types(tmp_path: Path, engine: Engine) -> None:

@@ -386,7 +386,7 @@ def test_a_truncated_zarr_json_names_the_file(store: Path, document: str) -> Non
     target = store / document
     target.write_bytes(target.read_bytes()[:40])
     with pytest.raises(StoreFormatError) as info:
-        _open(store)
+        _open(store).assays["RNA"]
     assert str(info.value).startswith(f"{target}: ")
     assert "restore" in str(info.value)
 

@@ -1,0 +1,476 @@
+"""``repack_zarr``: a store rewritten with another layout profile, or its count arrays rebuilt.
+
+Without ``data_only`` the source must open as a store. Everything outside
+``matrices/`` is copied byte for byte: tables, artifacts, pipeline runs and
+their label claims, other root groups. Each assay's ``counts``, ``countsT``
+and ``countSummaries`` are then written again under the profile's layout and
+codec. The new counts must have the source's content fingerprints and the new
+store its dataset fingerprint, or the destination stays incomplete (it never
+opens) and the error names the assay.
+
+With ``data_only`` the source is read raw, without opening its assays, so a
+store whose ``countsT`` is missing, unsharded or out of agreement, whose
+summaries are damaged, or which holds a retired ``{assay}/state`` group, is
+repaired. ``counts``, the cell and feature tables (without the columns an
+analysis wrote) and the membership columns are read. ``counts``, ``countsT`` and the
+summaries are written again; artifacts and runs are left out (recompute them
+on the repaired store). The dataset fingerprint is computed from the values,
+so intact counts keep the store's identity.
+
+Run it as ``python -m cytearc.tools.repack_zarr IN OUT --profile fast_local
+[--data-only]`` or ``cytearc repack IN OUT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import zarr
+from zarr.codecs import ZstdCodec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+
+from cytearc.assays.types import RNA_TYPES, resolve_assay_type
+from cytearc.engine.arrays import open_lazy
+from cytearc.engine.cluster import get_engine
+from cytearc.errors import OperationArgumentError, StoreDamageError, StoreFormatError
+from cytearc.metadata.membership import membership_column
+from cytearc.metadata.table import MetaData
+from cytearc.storage.counts import fit_layout, write_count_arrays, write_summaries
+from cytearc.storage.destinations import (
+    create_destination,
+    validate_destination,
+    validate_local_path,
+)
+from cytearc.storage.layout import CountLayout
+from cytearc.storage.nodes import STORE_FORMAT, child_group, child_node, member_names
+from cytearc.storage.store import Store, open_root
+from cytearc.tools._writing import (
+    PENDING_ATTRIBUTE,
+    carried_columns,
+    create_store,
+    finish_store,
+    refuse_overlap,
+    refuse_pending,
+    table_frame,
+    write_assay,
+    write_cells,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from zarr.abc.codec import BytesBytesCodec
+
+    from cytearc.engine.cluster import Engine
+
+__all__ = ["PROFILES", "RepackProfile", "main", "repack_zarr"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepackProfile:
+    """A named layout and codec choice for count arrays.
+
+    Attributes
+    ----------
+    name
+        The profile's name.
+    layout
+        The layout policy (halved to fit ``mem_budget`` when needed).
+    compressor
+        The codec after ``bytes``.
+    description
+        What it is for.
+    """
+
+    name: str
+    layout: CountLayout
+    compressor: BytesBytesCodec | None
+    description: str
+
+
+PROFILES: Final = {
+    "fast_local": RepackProfile(
+        name="fast_local",
+        layout=CountLayout(unit_bytes=64 * 2**20, chunk_bytes=2**20),
+        compressor=ZstdCodec(level=3, checksum=True),
+        description="local disks: 64 MiB shards of 1 MiB chunks, zstd (fast to decode)",
+    ),
+    "object_store": RepackProfile(
+        name="object_store",
+        layout=CountLayout(unit_bytes=256 * 2**20, chunk_bytes=8 * 2**20),
+        compressor=ZstdCodec(level=5, checksum=True),
+        description="S3, GCS and HTTP: 256 MiB shards of 8 MiB chunks (fewer, larger requests), zstd level 5",
+    ),
+}
+"""The profiles ``repack_zarr`` knows, by name."""
+
+_MATRICES: Final = "matrices/"
+
+
+def _profile(profile: str | RepackProfile) -> RepackProfile:
+    if isinstance(profile, RepackProfile):
+        return profile
+    if profile not in PROFILES:
+        msg = f"profile {profile!r}: expected one of {sorted(PROFILES)}; pass one of them or a RepackProfile"
+        raise OperationArgumentError(msg)
+    return PROFILES[profile]
+
+
+def repack_zarr(
+    source: str | Path,
+    destination: str | Path,
+    *,
+    profile: str | RepackProfile = "fast_local",
+    data_only: bool = False,
+    overwrite: bool = False,
+    mem_budget: str | int | float | None = None,
+    workers: int | str | None = None,
+    cluster: object = None,
+    storage_options: dict[str, Any] | None = None,
+    show_progress: bool = True,
+) -> Path:
+    """Rewrite ``source`` at ``destination`` under a layout profile, or rebuild its count arrays.
+
+    Parameters
+    ----------
+    source
+        The store: a local path or an fsspec URL.
+    destination
+        A new local directory; it may not overlap ``source``.
+    profile
+        A name of :data:`PROFILES` (``"fast_local"``, ``"object_store"``) or a
+        :class:`RepackProfile`.
+    data_only
+        Read the raw store without opening its assays and rebuild the count
+        arrays and summaries from ``counts`` (the repair of a damaged
+        ``countsT`` or summaries); artifacts and runs are not copied.
+    overwrite
+        Replace an unprepared CyteArc store at the destination.
+    mem_budget, workers, cluster
+        The engine (see :func:`cytearc.engine.get_engine`).
+    storage_options
+        For a source URL.
+    show_progress
+        Progress bars.
+
+    Returns
+    -------
+    pathlib.Path
+        The new store.
+
+    Raises
+    ------
+    DestinationOverlapError
+        The destination is, holds or lies inside the source.
+    DestinationExistsError
+        The destination holds data ``overwrite`` may not replace.
+    PendingAssayError
+        The source holds a pending derived assay.
+    StoreFormatError
+        Without ``data_only``: the source does not open (the message names
+        what is wrong; ``data_only`` repairs damaged count arrays). With it:
+        the source has no readable ``counts`` for an assay.
+    StoreDamageError
+        The rewritten counts do not have the source's fingerprints (the
+        destination stays incomplete).
+    OperationArgumentError
+        ``profile`` is unknown.
+
+    Examples
+    --------
+    >>> import shutil, tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     path = write_store(f"{d}/ds.zarr", n_cells=300, n_genes=600, cluster="threads")
+    ...     shutil.rmtree(path / "matrices" / "RNA" / "countsT")  # DataStore(path) now refuses it
+    ...     fixed = repack_zarr(path, f"{d}/fixed.zarr", data_only=True, cluster="threads",
+    ...                         show_progress=False)
+    ...     DataStore(fixed).dataset_fingerprint == zarr.open_group(path).attrs["cytearc:datasetFingerprint"]
+    True
+    """
+    chosen = _profile(profile)
+    target = validate_local_path(destination)
+    refuse_overlap([str(source)], target)
+    validate_destination(target, overwrite=overwrite)
+    engine_options: dict[str, Any] = {
+        "mem_budget": mem_budget,
+        "workers": workers,
+        "cluster": cluster,
+    }
+    if data_only:
+        return _rebuild(
+            source,
+            target,
+            profile=chosen,
+            overwrite=overwrite,
+            engine_options=engine_options,
+            storage_options=storage_options,
+        )
+    store = Store(source, storage_options=storage_options, show_progress=show_progress)
+    path = validate_destination(target, overwrite=overwrite)
+    refuse_pending(store)
+    engine = get_engine(**engine_options)
+    layouts = {
+        name: fit_layout(
+            chosen.layout,
+            shape=assay.shape,
+            dtype=assay.dtype,
+            budget=engine.worker_memory(),
+            where=f"{path}: assay {name}",
+        )
+        for name, assay in store.assays.items()
+    }
+    root = create_destination(path, overwrite=overwrite)
+    root.attrs.update({**store.root.attrs.asdict(), "cytearc:complete": False})
+    _copy_outside_matrices(store.root, root)
+    matrices = root.require_group("matrices")
+    for name, assay in store.assays.items():
+        written = write_count_arrays(
+            matrices.create_group(name),
+            assay.counts,
+            layout=layouts[name],
+            compressor=chosen.compressor,
+            engine=engine,
+            transpose=assay.assayType in RNA_TYPES,
+            where=f"{path}/matrices/{name}",
+        )
+        if written.content_fingerprint != assay.content_fingerprint:
+            msg = f"{path}: assay {name}: the rewritten counts have fingerprint {written.content_fingerprint}, the source {assay.content_fingerprint}; the source changed or is damaged - run `cytearc verify {store.where}`"
+            raise StoreDamageError(msg)
+        write_summaries(matrices[name], written)  # type: ignore[arg-type]
+    root.attrs.update({"cytearc:complete": True})
+    reopened = Store(path, show_progress=False)
+    if reopened.dataset_fingerprint != store.dataset_fingerprint:  # pragma: no cover (copied)
+        msg = f"{path}: dataset fingerprint {reopened.dataset_fingerprint} differs from the source's {store.dataset_fingerprint}"
+        raise StoreDamageError(msg)
+    return path
+
+
+def _copy_outside_matrices(source: zarr.Group, target: zarr.Group) -> None:
+    """Copy every key of ``source`` but the root's ``zarr.json`` and those below ``matrices/``."""
+    prototype = default_buffer_prototype()
+
+    async def copy() -> None:
+        async for key in source.store.list():
+            if key.startswith(_MATRICES) or key == "zarr.json":
+                continue
+            value = await source.store.get(key, prototype=prototype)
+            if value is not None:
+                await target.store.set(key, value)
+
+    sync(copy())
+
+
+def _rebuild(
+    source: str | Path,
+    target: Path,
+    *,
+    profile: RepackProfile,
+    overwrite: bool,
+    engine_options: dict[str, Any],
+    storage_options: dict[str, Any] | None,
+) -> Path:
+    """The ``data_only`` repair: read the raw store, write a new one from its ``counts`` and tables."""
+    root, where = open_root(source, mode="r", storage_options=storage_options)
+    if root.attrs.get("cytearc:format") != STORE_FORMAT:
+        msg = f"{where}: not a CyteArc store (attribute 'cytearc:format' is {root.attrs.get('cytearc:format')!r}); check the path"
+        raise StoreFormatError(msg)
+    refuse_overlap([where], target)
+    path = validate_destination(target, overwrite=overwrite)
+    names = []
+    for name in sorted(member_names(root, where=where)):
+        node = child_node(root, name, where=where)
+        if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
+            msg = f"{where}/{name}: a pending derived assay; discard it (DataStore(..., zarr_mode='r+').discard_interrupted_assay({name!r})) before repacking"
+            raise StoreFormatError(msg)
+        if isinstance(node, zarr.Group) and node.attrs.get("is_assay") is True:
+            names.append(name)
+    recorded = root.attrs.get("assayTypes")
+    types = {
+        name: resolve_assay_type(
+            name,
+            recorded=recorded.get(name) if isinstance(recorded, dict) else None,
+            where=where,
+        )
+        for name in names
+    }
+    cells = MetaData(
+        child_group(root, "cellData", where=where), dimension="cell", where=f"{where}/cellData"
+    )
+    counts = {name: _raw_counts(root, name, where=where) for name in names}
+    engine = get_engine(**engine_options)
+    layouts = {
+        name: fit_layout(
+            profile.layout,
+            shape=(int(array.shape[0]), int(array.shape[1])),
+            dtype=array.dtype,
+            budget=engine.worker_memory(),
+            where=f"{path}: assay {name}",
+        )
+        for name, array in counts.items()
+    }
+    return _write_rebuilt(
+        root,
+        path,
+        cells=cells,
+        counts=counts,
+        types=types,
+        layouts=layouts,
+        profile=profile,
+        engine=engine,
+        overwrite=overwrite,
+        where=where,
+    )
+
+
+def _raw_counts(root: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
+    matrix = child_node(root, f"matrices/{name}", where=where)
+    array = (
+        child_node(matrix, "counts", where=f"{where}/matrices/{name}")
+        if isinstance(matrix, zarr.Group)
+        else None
+    )
+    if not isinstance(array, zarr.Array) or array.ndim != 2:
+        msg = f"{where}/matrices/{name}/counts: expected the cells x features counts, found {'nothing' if array is None else 'another node'}; nothing to rebuild the assay from - re-import the source"
+        raise StoreFormatError(msg)
+    return array
+
+
+def _write_rebuilt(
+    root: zarr.Group,
+    path: Path,
+    *,
+    cells: MetaData,
+    counts: dict[str, zarr.Array[Any]],
+    types: dict[str, str],
+    layouts: dict[str, CountLayout],
+    profile: RepackProfile,
+    engine: Engine,
+    overwrite: bool,
+    where: str,
+) -> Path:
+    new = create_store(path, overwrite=overwrite, assay_types=types)
+    frame = table_frame(cells, carried_columns(cells, counts))
+    membership = {
+        name: cells.fetch_all(column).astype(bool)
+        for name in counts
+        if (column := membership_column(cells, name)) is not None
+    }
+    write_cells(new, frame, membership=membership, where=str(path))
+    features, fingerprints = {}, {}
+    for name, array in counts.items():
+        table = MetaData(
+            child_group(
+                child_group(root, name, where=where), "featureData", where=f"{where}/{name}"
+            ),
+            dimension="feature",
+            where=f"{where}/{name}/featureData",
+        )
+        features[name] = table_frame(table, carried_columns(table, ()))
+        fingerprints[name] = write_assay(
+            new,
+            name,
+            features[name],
+            open_lazy(array),
+            transpose=types[name] in RNA_TYPES,
+            layout=layouts[name],
+            compressor=profile.compressor,
+            engine=engine,
+            where=str(path),
+        )
+    finish_store(new, frame, features, fingerprints)
+    return path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``cytearc repack`` (and of this module's command line).
+
+    Parameters
+    ----------
+    parser
+        The parser to add them to.
+    """
+    parser.add_argument("source")
+    parser.add_argument("destination")
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="fast_local")
+    parser.add_argument(
+        "--data-only",
+        action="store_true",
+        help="rebuild counts, countsT and summaries from the raw store (repairs a damaged countsT)",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an unprepared store")
+    parser.add_argument("--mem-budget", default=None, help="worker memory in all, e.g. 4G")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes")
+    parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``cytearc repack`` from parsed arguments.
+
+    Parameters
+    ----------
+    args
+        The arguments of :func:`add_arguments`.
+
+    Returns
+    -------
+    int
+        0.
+    """
+    path = repack_zarr(
+        args.source,
+        args.destination,
+        profile=args.profile,
+        data_only=args.data_only,
+        overwrite=args.overwrite,
+        mem_budget=args.mem_budget,
+        workers=args.workers,
+        cluster=args.cluster,
+        show_progress=not args.json,
+    )
+    store = Store(path, show_progress=False)
+    doc = {
+        "path": str(path),
+        "cells": store.cells.n_rows,
+        "assays": {name: list(assay.shape) for name, assay in store.assays.items()},
+        "datasetFingerprint": store.dataset_fingerprint,
+    }
+    print(json.dumps(doc, indent=2) if args.json else f"repacked {args.source} into {path}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: exit 0 on success, 1 with one line naming the error, 2 on usage errors.
+
+    Parameters
+    ----------
+    argv
+        The arguments (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code.
+    """
+    from cytearc.cli import report_errors  # noqa: PLC0415 (the CLI imports this module)
+
+    parser = argparse.ArgumentParser(
+        prog="python -m cytearc.tools.repack_zarr",
+        description="Rewrite a CyteArc store under a layout profile, or rebuild its count arrays (--data-only).",
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return report_errors(lambda: run(args), debug=False)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
