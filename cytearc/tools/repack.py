@@ -76,7 +76,7 @@ __all__ = ["PROFILES", "RepackProfile", "main", "repack_zarr"]
 class RepackProfile:
     """A named layout and codec choice for count arrays.
 
-    Attributes
+    Parameters
     ----------
     name
         The profile's name.
