@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``repack``, ``run``, ``runs``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``repack``, ``export``, ``run``, ``runs``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
@@ -330,6 +330,25 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.set_defaults(run=_verify)
 
 
+def _export(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+
+    ds = DataStore(
+        args.store,
+        mem_budget=args.mem_budget,
+        workers=args.workers,
+        cluster=args.cluster,
+        show_progress=not args.json,
+    )
+    write = ds.to_mtx if args.format == "mtx" else ds.to_h5ad
+    path = write(args.output, assay=args.assay, overwrite=args.overwrite)
+    doc = {"path": str(path), "format": args.format, "assay": args.assay, "cells": ds.cells.n_rows}
+    print(
+        json.dumps(doc, indent=2) if args.json else f"exported {args.assay} of {ds.where} to {path}"
+    )
+    return 0
+
+
 def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
     from cytearc.tools import datastore_merge, repack, subset_zarr  # noqa: PLC0415 (the tools import the store)
 
@@ -339,6 +358,16 @@ def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpar
     datastore_merge.add_arguments(
         sub.add_parser("merge", help="merge stores into a new store (resumable)")
     )
+    p = sub.add_parser(
+        "export", help="write an assay's raw counts as H5AD or a 10x Matrix Market folder"
+    )
+    p.add_argument("store")
+    p.add_argument("output", help="the .h5ad file, or the folder for --format mtx")
+    p.add_argument("--assay", default="RNA")
+    p.add_argument("--format", choices=["h5ad", "mtx"], default="h5ad")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file or folder")
+    _engine_arguments(p)
+    p.set_defaults(run=_export)
     repack.add_arguments(
         sub.add_parser(
             "repack",

@@ -24,6 +24,10 @@ from cytearc.ops.selection import SelectionLike, select_measured_cells
 from cytearc.storage.store import Store
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from anndata import AnnData
+
     from cytearc.assays import Assay
     from cytearc.pipeline.runner import Pipeline
     from cytearc.plots.store import StorePlots
@@ -106,6 +110,65 @@ class DataStore(Store):
             The assay measured none of the selected cells.
         """
         return select_measured_cells(self, assay, cell_selection)
+
+    def to_anndata(self, *, assay: str = "RNA") -> AnnData:
+        """The assay's raw counts and the tables in memory (see :func:`cytearc.io.export.to_anndata`).
+
+        Parameters
+        ----------
+        assay
+            The assay to export.
+
+        Returns
+        -------
+        anndata.AnnData
+            ``X`` (CSR, storage dtype), ``obs``, ``var`` and ``uns["cytearc"]``.
+        """
+        from cytearc.io.export import to_anndata  # noqa: PLC0415 (anndata loads on use)
+
+        return to_anndata(self, assay=assay)
+
+    def to_h5ad(self, path: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
+        """Write the assay as an H5AD file, ``X`` streamed band by band (see :func:`cytearc.io.export.to_h5ad`).
+
+        Parameters
+        ----------
+        path
+            The file.
+        assay
+            The assay to export.
+        overwrite
+            Replace an existing file.
+
+        Returns
+        -------
+        pathlib.Path
+            The file.
+        """
+        from cytearc.io.export import to_h5ad  # noqa: PLC0415
+
+        return to_h5ad(self, path, assay=assay, overwrite=overwrite)
+
+    def to_mtx(self, directory: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
+        """Write the assay as a 10x Matrix Market folder (see :func:`cytearc.io.export.to_mtx`).
+
+        Parameters
+        ----------
+        directory
+            The folder.
+        assay
+            The assay to export.
+        overwrite
+            Replace an existing folder.
+
+        Returns
+        -------
+        pathlib.Path
+            The folder.
+        """
+        from cytearc.io.export import to_mtx  # noqa: PLC0415
+
+        return to_mtx(self, directory, assay=assay, overwrite=overwrite)
 
     def list_artifacts(self, kind: str | None = None) -> list[Artifact]:
         """Published artifacts of the datastore and its assays, oldest first.

@@ -301,6 +301,7 @@ class H5adSource(FileSource):
             raise SourceFormatError(msg)
         self._cells = self._read_cells()
         self._features = self._read_features()
+        self.membership = self._read_membership()
         if shape != (len(self._cells), len(self._features)):
             msg = f"{self._path}: {self._key} is {shape[0]} x {shape[1]} but obs has {len(self._cells)} rows and var {len(self._features)}"
             raise SourceFormatError(msg)
@@ -365,6 +366,25 @@ class H5adSource(FileSource):
             ),
         }
         return _table(first, columns, where)
+
+    def _read_membership(self) -> dict[str, str]:
+        """``uns["cytearc"]["assayMembership"]``: the membership column of each assay, as CyteArc exports declare it."""
+        node = self._file.get("uns/cytearc/assayMembership")
+        if node is None:
+            return {}
+        where = f"{self._path}: uns/cytearc/assayMembership"
+        if not isinstance(node, h5py.Group):
+            msg = f"{where}: expected a mapping of assays to cell columns, found a dataset; remove it or write it again"
+            raise SourceFormatError(msg)
+        declared = {}
+        for assay, item in node.items():
+            value = item[()] if isinstance(item, h5py.Dataset) else None
+            value = value.decode() if isinstance(value, bytes) else value
+            if not isinstance(value, str):
+                msg = f"{where}/{assay}: expected the name of a cell column, found {value!r}"
+                raise SourceFormatError(msg)
+            declared[assay] = value
+        return declared
 
     @property
     def layers(self) -> tuple[str, ...]:

@@ -26,6 +26,7 @@ from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import CyteArcError, MemBudgetError, SourceFormatError
 from cytearc.io.bands import validate_unique_cells
 from cytearc.io.sources import CountSource, LayeredSource, iter_bands
+from cytearc.metadata.membership import write_membership_columns
 from cytearc.metadata.table import write_table
 from cytearc.storage.count_dtype import ValueRange, resolve_count_dtype, scan_values
 from cytearc.storage.counts import CountsWriter, layout_fits, write_summaries
@@ -217,6 +218,44 @@ def _scan(
         bar.update(band.shape[0])
     bar.close()
     return scanned
+
+
+def _membership(
+    source: CountSource, assays: Mapping[str, np.ndarray]
+) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """The cell table to write, and the membership columns the source declares for imported assays.
+
+    A declared column (``source.membership``, from an H5AD export's
+    ``uns["cytearc"]["assayMembership"]``) of an assay the import writes must
+    be boolean without missing values and becomes ``<assay>_I`` with its
+    role; any other column named ``<assay>_I`` of such an assay is left out
+    with a warning, because the name is reserved for membership.
+    """
+    cells = source.cells.reset_index(drop=True)
+    declared = getattr(source, "membership", None) or {}
+    membership = {}
+    for assay, column in declared.items():
+        if assay not in assays:
+            continue
+        if column not in cells.columns:
+            msg = f"{source.location}: the membership of assay {assay} is declared as cell column {column!r}, which the file does not hold; remove the declaration or add the column"
+            raise SourceFormatError(msg)
+        values = cells[column]
+        if values.dtype != bool:
+            msg = f"{source.location}: the membership column {column!r} of assay {assay}: expected booleans without missing values, found dtype {values.dtype}; fix the column or remove the declaration"
+            raise SourceFormatError(msg)
+        membership[assay] = values.to_numpy()
+        cells = cells.drop(columns=[column])
+    for assay in assays:
+        reserved = f"{assay}_I"
+        if reserved in cells.columns:
+            warn_user(
+                f"{source.location}: cell column {reserved!r} is left out: the name is reserved for "
+                f"the membership of assay {assay}, and the file does not declare it as such (rename "
+                "it to keep it)"
+            )
+            cells = cells.drop(columns=[reserved])
+    return cells, membership
 
 
 def _validate_shape(source: CountSource) -> None:
@@ -434,6 +473,7 @@ def write_store(
         name: resolve_assay_type(name, explicit=(assay_types or {}).get(name), where=str(path))
         for name in assays
     }
+    cells, membership = _membership(source, assays)
     scanned = _scan(source, assays, show_progress=show_progress)
     _warn_of_values(source, scanned, types)
     dtypes = {name: resolve_count_dtype(scanned[name].range) for name in assays}
@@ -457,12 +497,9 @@ def write_store(
             "assayTypes": types,
         }
     )
-    write_table(
-        root.create_group("cellData"),
-        source.cells.reset_index(drop=True),
-        dimension="cell",
-        where=f"{path}/cellData",
-    )
+    cells_group = root.create_group("cellData")
+    write_table(cells_group, cells, dimension="cell", where=f"{path}/cellData")
+    write_membership_columns(cells_group, membership, n_rows=n_cells, where=f"{path}/cellData")
     matrices = root.create_group("matrices")
     writers = {}
     feature_tables = {}
@@ -496,7 +533,7 @@ def write_store(
         written = writer.finish(transpose=types[name] in RNA_TYPES)
         write_summaries(matrices[name], written)  # type: ignore[arg-type]
         fingerprints[name] = written.content_fingerprint
-    fingerprint = dataset_fingerprint(source.cells, feature_tables, fingerprints)
+    fingerprint = dataset_fingerprint(cells, feature_tables, fingerprints)
     root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
     return ImportResult(
         path=path,

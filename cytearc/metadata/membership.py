@@ -10,14 +10,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
+
 from cytearc.errors import UnmeasuredCellsError
 
 if TYPE_CHECKING:
-    import numpy as np
+    from collections.abc import Mapping
+
+    import zarr
 
     from cytearc.metadata.table import MetaData
 
-__all__ = ["MEMBERSHIP_ROLE", "membership_column", "validate_measured"]
+__all__ = [
+    "MEMBERSHIP_ROLE",
+    "membership_column",
+    "validate_measured",
+    "write_membership_columns",
+]
 
 MEMBERSHIP_ROLE: Final = "assay_membership"
 
@@ -103,3 +112,47 @@ def validate_measured(
         raise UnmeasuredCellsError(
             operation, assay, column, unmeasured, int(selected.sum()), remedy, cell_key
         )
+
+
+def write_membership_columns(
+    group: zarr.Group, membership: Mapping[str, np.ndarray], *, n_rows: int, where: str
+) -> None:
+    """Write each assay's ``<assay>_I`` into a new cell table, with the role attributes in its first write.
+
+    What imports, merges, subsets and repacks do, so a reader never finds the
+    column without its attributes; the columns are listed after the table's
+    others.
+
+    Parameters
+    ----------
+    group
+        The cell table's group (written by
+        :func:`~cytearc.metadata.table.write_table`).
+    membership
+        Each assay's values, one boolean per cell.
+    n_rows
+        The cells.
+    where
+        The table, for messages.
+    """
+    from cytearc.metadata.encoding import encode_column, write_column  # noqa: PLC0415 (the table imports this module)
+    from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns  # noqa: PLC0415
+
+    names = []
+    for assay, values in membership.items():
+        name = f"{assay}_I"
+        column = encode_column(
+            np.asarray(values, dtype=bool), n_rows=n_rows, where=f"{where}/{name}"
+        )
+        write_column(
+            group,
+            name,
+            column,
+            dimension="cell",
+            attributes={"role": MEMBERSHIP_ROLE, "assay": assay},
+        )
+        names.append(name)
+    if names:
+        listed = group.attrs[COLUMNS_ATTRIBUTE]
+        assert isinstance(listed, list)
+        list_columns(group, [*map(str, listed), *names])

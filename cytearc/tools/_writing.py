@@ -13,16 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
 import pandas as pd
 import zarr
 from zarr.codecs import GzipCodec, ZstdCodec
 
 from cytearc.errors import DestinationOverlapError, PendingAssayError
 from cytearc.io.importer import dataset_fingerprint
-from cytearc.metadata.encoding import encode_column, write_column
-from cytearc.metadata.membership import MEMBERSHIP_ROLE, membership_column
-from cytearc.metadata.table import COLUMNS_ATTRIBUTE, GENERATED_ATTRIBUTE, list_columns, write_table
+from cytearc.metadata.membership import membership_column, write_membership_columns
+from cytearc.metadata.table import GENERATED_ATTRIBUTE, write_table
 from cytearc.storage.counts import write_count_arrays, write_summaries
 from cytearc.storage.destinations import create_destination
 from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_node, member_names
@@ -31,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
     import dask.array as da
+    import numpy as np
     from zarr.abc.codec import BytesBytesCodec
 
     from cytearc.engine.cluster import Engine
@@ -235,24 +234,7 @@ def write_cells(
     """
     group = root.create_group("cellData")
     write_table(group, frame, dimension="cell", where=f"{where}/cellData")
-    names = []
-    for assay, values in membership.items():
-        name = f"{assay}_I"
-        column = encode_column(
-            np.asarray(values, dtype=bool), n_rows=len(frame), where=f"{where}/cellData/{name}"
-        )
-        write_column(
-            group,
-            name,
-            column,
-            dimension="cell",
-            attributes={"role": MEMBERSHIP_ROLE, "assay": assay},
-        )
-        names.append(name)
-    if names:
-        listed = group.attrs[COLUMNS_ATTRIBUTE]
-        assert isinstance(listed, list)
-        list_columns(group, [*map(str, listed), *names])
+    write_membership_columns(group, membership, n_rows=len(frame), where=f"{where}/cellData")
 
 
 def write_assay(

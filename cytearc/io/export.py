@@ -1,0 +1,298 @@
+"""Exports of an assay's raw counts: AnnData in memory, H5AD streamed to disk, 10x Matrix Market.
+
+``obs`` is the cell table (index: the cell ids) without the membership
+columns of other assays; ``var`` the assay's feature table (index: the
+feature ids; ``names`` as ``gene_symbols``, the column scanpy's plots take
+and the H5AD import reads back as names). The exported assay's membership column, when it has one, is an
+ordinary ``obs`` column declared in ``uns["cytearc"]["assayMembership"]``
+(``{assay: column}``), which :class:`~cytearc.io.converters.H5adToZarr`
+restores; ``uns["cytearc"]`` also records the assay, its type and the
+dataset and counts fingerprints.
+
+:func:`to_h5ad` writes ``X`` as CSR band by band of whole shards sized from
+the engine's budget, so its memory is one band however large the store; the
+file is written beside the destination and renamed into place when it is
+complete. :func:`to_mtx` cannot declare membership, so it refuses an assay
+that did not measure every cell (Matrix Market's zero rows would read back
+as measured cells).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import anndata as ad
+import h5py
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from anndata.io import sparse_dataset, write_elem
+
+from cytearc.engine.arrays import aligned_rows
+from cytearc.errors import DestinationExistsError, UnmeasuredCellsError
+from cytearc.metadata.membership import membership_column
+from cytearc.storage.destinations import validate_local_path
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+    from cytearc.assays.assay import Assay
+    from cytearc.storage.store import Store
+
+__all__ = ["to_anndata", "to_h5ad", "to_mtx"]
+
+
+def _obs(store: Store, assay: str) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The cell table for ``obs``, and the membership declaration of ``assay``."""
+    own = membership_column(store.cells, assay)
+    others = {membership_column(store.cells, name) for name in store.assays if name != assay}
+    columns = [c for c in store.cells.columns if c != "ids" and c not in others]
+    frame = pd.DataFrame({c: store.cells.fetch_series(c) for c in columns})
+    frame.index = pd.Index(store.cells.fetch_all("ids").astype(str), name=None)
+    return frame, ({assay: own} if own is not None else {})
+
+
+def _var(counts: Assay) -> pd.DataFrame:
+    """The feature table for ``var``; ``names`` is written as scanpy's ``gene_symbols``."""
+    columns = [c for c in counts.features.columns if c != "ids"]
+    frame = pd.DataFrame(
+        {"gene_symbols" if c == "names" else c: counts.features.fetch_series(c) for c in columns}
+    )
+    frame.index = pd.Index(counts.features.fetch_all("ids").astype(str), name=None)
+    return frame
+
+
+def _uns(store: Store, assay: str, membership: dict[str, str]) -> dict[str, Any]:
+    counts = store.assays[assay]
+    return {
+        "cytearc": {
+            "assay": assay,
+            "assayType": counts.assayType,
+            "assayMembership": membership,
+            "datasetFingerprint": store.dataset_fingerprint,
+            "countsFingerprint": counts.content_fingerprint,
+        }
+    }
+
+
+def _bands(store: Store, assay: str) -> Iterator[sp.csr_matrix]:
+    """The assay's counts as CSR bands of whole shards, computed one at a time on the engine."""
+    counts = store.assays[assay]
+    engine = store.engine
+    x = counts.counts
+    rows = aligned_rows(
+        budget=engine.worker_memory(),
+        row_bytes=max(counts.shape[1], 1) * 8,
+        shard_rows=int(x.chunks[0][0]),
+        n_rows=counts.shape[0],
+    )
+    x = x.rechunk((rows, counts.shape[1]))
+    for i in range(x.numblocks[0]):
+        (block,) = engine.compute(x.blocks[i, 0].map_blocks(sp.csr_matrix, dtype=x.dtype))
+        yield sp.csr_matrix(block)
+
+
+def to_anndata(store: Store, *, assay: str = "RNA") -> ad.AnnData:
+    """The assay's raw counts and the tables as an in-memory :class:`anndata.AnnData`.
+
+    Parameters
+    ----------
+    store
+        The store.
+    assay
+        The assay to export.
+
+    Returns
+    -------
+    anndata.AnnData
+        ``X`` a CSR matrix in the storage dtype, ``obs``, ``var`` and
+        ``uns["cytearc"]`` (see the module documentation).
+
+    Raises
+    ------
+    AssayNotFoundError
+        The store has no such assay.
+    """
+    counts = store.assays[assay]
+    obs, membership = _obs(store, assay)
+    bands = list(_bands(store, assay))
+    x = sp.vstack(bands, format="csr") if bands else sp.csr_matrix(counts.shape, dtype=counts.dtype)
+    return ad.AnnData(X=x, obs=obs, var=_var(counts), uns=_uns(store, assay, membership))
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _refuse_existing(path: Path, *, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        msg = f"{path}: already exists; pass overwrite=True to replace it, or choose another path"
+        raise DestinationExistsError(msg)
+
+
+def to_h5ad(
+    store: Store, path: str | os.PathLike[str], *, assay: str = "RNA", overwrite: bool = False
+) -> Path:
+    """Write the assay's raw counts and the tables as an H5AD file, streaming ``X`` band by band.
+
+    Parameters
+    ----------
+    store
+        The store.
+    path
+        The ``.h5ad`` file to write (a local path).
+    assay
+        The assay to export.
+    overwrite
+        Replace an existing file.
+
+    Returns
+    -------
+    pathlib.Path
+        The file.
+
+    Raises
+    ------
+    DestinationExistsError
+        The file exists and ``overwrite`` is False.
+    RemoteDestinationError
+        ``path`` is a URL.
+    AssayNotFoundError
+        The store has no such assay.
+    """
+    target = validate_local_path(path, kind="H5AD files")
+    _refuse_existing(target, overwrite=overwrite)
+    counts = store.assays[assay]
+    obs, membership = _obs(store, assay)
+    tmp = _temporary(target)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["encoding-type"] = "anndata"
+            f.attrs["encoding-version"] = "0.1.0"
+            write_elem(f, "obs", obs)
+            write_elem(f, "var", _var(counts))
+            write_elem(f, "uns", _uns(store, assay, membership))
+            for name in ("obsm", "varm", "obsp", "varp", "layers"):
+                write_elem(f, name, {})
+            x = None
+            for band in _bands(store, assay):
+                if x is None:
+                    write_elem(f, "X", band)
+                    x = sparse_dataset(f["X"])
+                else:
+                    x.append(band)
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def to_mtx(
+    store: Store, directory: str | os.PathLike[str], *, assay: str = "RNA", overwrite: bool = False
+) -> Path:
+    """Write the assay as a 10x Matrix Market folder (``matrix.mtx.gz``, ``features.tsv.gz``, ``barcodes.tsv.gz``).
+
+    The matrix is features x cells, as 10x writes it; entries are written
+    band by band of cells. Matrix Market cannot declare assay membership, so
+    an assay that did not measure every cell is refused before anything is
+    written.
+
+    Parameters
+    ----------
+    store
+        The store.
+    directory
+        The folder to create (a local path).
+    assay
+        The assay to export.
+    overwrite
+        Replace an existing folder.
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+
+    Raises
+    ------
+    UnmeasuredCellsError
+        The assay did not measure every cell.
+    DestinationExistsError
+        The folder exists and ``overwrite`` is False.
+    AssayNotFoundError
+        The store has no such assay.
+    """
+    target = validate_local_path(directory, kind="Matrix Market folders")
+    counts = store.assays[assay]
+    column = membership_column(store.cells, assay)
+    if column is not None:
+        measured = store.cells.fetch_all(column).astype(bool)
+        unmeasured = int(np.count_nonzero(~measured))
+        if unmeasured:
+            raise UnmeasuredCellsError(
+                f"{store.where}: to_mtx",
+                assay,
+                column,
+                unmeasured,
+                len(measured),
+                "Matrix Market would read them back as measured cells - export with to_h5ad, "
+                f"which declares the membership, or subset to the measured cells first "
+                f"(SubsetZarr(..., cells={column!r}))",
+            )
+    _refuse_existing(target, overwrite=overwrite)
+    tmp = _temporary(target)
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        _write_mtx(store, counts, tmp, assay=assay)
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.replace(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _write_mtx(store: Store, counts: Assay, folder: Path, *, assay: str) -> None:
+    n_cells, n_features = counts.shape
+    nnz = int(counts.summary("rowPositive").sum())
+    field = "real" if counts.dtype.kind == "f" else "integer"
+    with gzip.open(folder / "matrix.mtx.gz", "wt", encoding="ascii") as out:
+        out.write(f"%%MatrixMarket matrix coordinate {field} general\n%\n")
+        out.write(f"{n_features} {n_cells} {nnz}\n")
+        first = 0
+        for band in _bands(store, assay):
+            coo = band.tocoo()
+            keep = coo.data != 0
+            lines = np.column_stack((coo.col[keep] + 1, coo.row[keep] + first + 1))
+            values = coo.data[keep]
+            for (feature, cell), value in zip(lines.tolist(), values.tolist(), strict=True):
+                out.write(
+                    f"{feature} {cell} {value!r}\n"
+                    if field == "real"
+                    else f"{feature} {cell} {value}\n"
+                )
+            first += band.shape[0]
+    features = counts.features
+    types = (
+        features.fetch_all("feature_types").astype(str)
+        if "feature_types" in features.columns
+        else np.full(
+            n_features, "Gene Expression" if counts.assayType == "RNA" else counts.assayType
+        )
+    )
+    names = (
+        features.fetch_all("names").astype(str)
+        if "names" in features.columns
+        else features.fetch_all("ids").astype(str)
+    )
+    with gzip.open(folder / "features.tsv.gz", "wt", encoding="utf-8") as out:
+        for row in zip(features.fetch_all("ids").astype(str), names, types, strict=True):
+            out.write("\t".join(row) + "\n")
+    with gzip.open(folder / "barcodes.tsv.gz", "wt", encoding="utf-8") as out:
+        for barcode in store.cells.fetch_all("ids").astype(str):
+            out.write(f"{barcode}\n")
