@@ -62,6 +62,7 @@ from cytearc.io import (
     import_csv,
     import_data,
     import_h5ad,
+    import_loom,
 )
 from cytepool._versions import package_version
 
@@ -122,4 +123,5 @@ __all__ = [
     "import_csv",
     "import_data",
     "import_h5ad",
+    "import_loom",
 ]

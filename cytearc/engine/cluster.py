@@ -210,9 +210,9 @@ def get_engine(
 
 
 _GUARD_REMEDY: Final = (
-    "put the code that starts the engine under `if __name__ == \"__main__\":` "
+    'put the code that starts the engine under `if __name__ == "__main__":` '
     "(Dask starts each worker process by importing the main script again), "
-    "or pass cluster=\"threads\" to compute in this process"
+    'or pass cluster="threads" to compute in this process'
 )
 
 

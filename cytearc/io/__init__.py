@@ -1,4 +1,4 @@
-"""Importers: 10x (HDF5 and Matrix Market), H5AD, CSV and in-memory matrices.
+"""Importers: 10x (HDF5 and Matrix Market), H5AD, loom, CSV and in-memory matrices.
 
 :func:`import_data` detects the format; :func:`import_10x_h5`,
 :func:`import_10x_mtx`, :func:`import_h5ad` and :func:`import_csv` import one
@@ -20,12 +20,14 @@ from cytearc.io.converters import (
 )
 from cytearc.io.detect import detect_importer, import_data, importer_options
 from cytearc.io.importer import ImportResult, write_store
+from cytearc.io.loom import LoomToZarr, import_loom
 
 __all__ = [
     "CSVtoZarr",
     "CrToZarr",
     "H5adToZarr",
     "ImportResult",
+    "LoomToZarr",
     "MtxToZarr",
     "SparseToZarr",
     "ToZarr",
@@ -35,6 +37,7 @@ __all__ = [
     "import_csv",
     "import_data",
     "import_h5ad",
+    "import_loom",
     "importer_options",
     "write_store",
 ]

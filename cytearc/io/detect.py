@@ -3,6 +3,7 @@
 A folder holding ``matrix.mtx`` (or ``matrix.mtx.gz``) is a 10x Matrix
 Market folder (:class:`~cytearc.io.converters.MtxToZarr`); otherwise the
 name decides: ``.h5ad`` is H5AD (:class:`~cytearc.io.converters.H5adToZarr`),
+``.loom`` is loom (:class:`~cytearc.io.loom.LoomToZarr`),
 ``.h5`` and ``.hdf5`` are Cell Ranger HDF5
 (:class:`~cytearc.io.converters.CrToZarr`), and ``.csv``, ``.tsv`` and
 ``.txt``, optionally gzipped, are dense tables
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from cytearc.errors import ImportOptionError, SourceFormatError
 from cytearc.io.converters import CrToZarr, CSVtoZarr, H5adToZarr, MtxToZarr
+from cytearc.io.loom import LoomToZarr
 
 if TYPE_CHECKING:
     import os
@@ -27,7 +29,9 @@ if TYPE_CHECKING:
 
     from cytearc.io.importer import ImportResult
 
-    FileImporter: TypeAlias = type[CrToZarr] | type[MtxToZarr] | type[H5adToZarr] | type[CSVtoZarr]
+    FileImporter: TypeAlias = (
+        type[CrToZarr] | type[MtxToZarr] | type[H5adToZarr] | type[LoomToZarr] | type[CSVtoZarr]
+    )
 
 __all__ = [
     "CSVtoZarr",
@@ -40,7 +44,7 @@ __all__ = [
 ]
 
 _TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")
-_IMPORTERS: tuple[FileImporter, ...] = (CrToZarr, MtxToZarr, H5adToZarr, CSVtoZarr)
+_IMPORTERS: tuple[FileImporter, ...] = (CrToZarr, MtxToZarr, H5adToZarr, LoomToZarr, CSVtoZarr)
 
 
 def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
@@ -80,6 +84,8 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
     name = path.name.lower()
     if name.endswith(".h5ad"):
         return H5adToZarr
+    if name.endswith(".loom"):
+        return LoomToZarr
     if name.endswith((".h5", ".hdf5")):
         return CrToZarr
     if name.endswith(_TABLE_SUFFIXES):
@@ -87,7 +93,7 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
     if not path.exists():
         msg = f"{path}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, or .csv/.tsv/.txt"
+    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 
@@ -193,7 +199,7 @@ def import_data(
     >>> import_data("pbmc.h5", "pbmc.zarr", layer="counts")
     Traceback (most recent call last):
       ...
-    cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr takes it); it takes genome, ...
+    cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr and LoomToZarr take it); it takes genome, ...
     """
     importer = detect_importer(source)
     _validate_options(source, importer, options)

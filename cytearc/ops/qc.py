@@ -238,7 +238,9 @@ def _publish_selection(
     )
 
 
-def _parse_bounds(bounds: object, *, operation: str) -> dict[str, tuple[float | None, float | None]]:
+def _parse_bounds(
+    bounds: object, *, operation: str
+) -> dict[str, tuple[float | None, float | None]]:
     if not isinstance(bounds, Mapping):
         msg = f"{operation}: bounds must map metric columns to (low, high) pairs, found {bounds!r}"
         raise OperationArgumentError(msg)

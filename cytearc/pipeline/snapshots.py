@@ -159,7 +159,9 @@ class FrozenTable:
         return f"<FrozenTable {self._snapshot.ref}: {self.columns}>"
 
 
-def input_snapshot(ds: AnalysisStore, assay: str = "RNA", *, cell_key: str = "I") -> dict[str, Artifact]:
+def input_snapshot(
+    ds: AnalysisStore, assay: str = "RNA", *, cell_key: str = "I"
+) -> dict[str, Artifact]:
     """What a run starts from, frozen: its cells, its feature universe and both tables.
 
     The first stage of every recipe.

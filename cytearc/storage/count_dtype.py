@@ -203,8 +203,6 @@ def checked_cast(values: np.ndarray, dtype: np.dtype, *, where: str = "counts") 
         info = np.iinfo(target)
         low, high = values.min(), values.max()
         if low < info.min or high > info.max:
-            msg = (
-                f"{where}: counts from {low} to {high} do not fit {target} ({info.min}..{info.max}); choose a wider dtype"
-            )
+            msg = f"{where}: counts from {low} to {high} do not fit {target} ({info.min}..{info.max}); choose a wider dtype"
             raise CountCastError(msg)
     return values.astype(target)

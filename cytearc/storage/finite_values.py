@@ -57,9 +57,7 @@ def validate_finite(values: np.ndarray, *, operation: str, array: str, first_row
         )
 
 
-def _check_block(
-    block: np.ndarray, *, offset: tuple[int, ...], operation: str, array: str
-) -> None:
+def _check_block(block: np.ndarray, *, offset: tuple[int, ...], operation: str, array: str) -> None:
     validate_finite(block, operation=operation, array=array, first_row=offset[0])
 
 
