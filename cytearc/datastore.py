@@ -26,6 +26,7 @@ from cytearc.storage.store import Store
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import pandas as pd
     from anndata import AnnData
 
     from cytearc.assays import Assay
@@ -110,6 +111,88 @@ class DataStore(Store):
             The assay measured none of the selected cells.
         """
         return select_measured_cells(self, assay, cell_selection)
+
+    def add_grouped_assay(
+        self, *, from_assay: str, group_key: str, assay_label: str, assay_type: str = "Assay"
+    ) -> str:
+        """Add an assay of ``from_assay``'s features summed by a feature grouping (see :func:`cytearc.ops.derived.add_grouped_assay`).
+
+        Parameters
+        ----------
+        from_assay
+            The source assay.
+        group_key
+            Its feature column naming each feature's group.
+        assay_label
+            The new assay's name.
+        assay_type
+            Its preset.
+
+        Returns
+        -------
+        str
+            The new assay's name.
+        """
+        from cytearc.ops.derived import add_grouped_assay  # noqa: PLC0415
+
+        return add_grouped_assay(
+            self,
+            from_assay=from_assay,
+            group_key=group_key,
+            assay_label=assay_label,
+            assay_type=assay_type,
+        )
+
+    def add_melded_assay(
+        self,
+        *,
+        from_assay: str = "ATAC",
+        gene_coordinates: pd.DataFrame,
+        assay_label: str = "GeneActivity",
+        upstream: int = 2000,
+        downstream: int = 0,
+    ) -> str:
+        """Add a gene activity assay of ATAC peaks melded into genes (see :func:`cytearc.ops.derived.add_melded_assay`).
+
+        Parameters
+        ----------
+        from_assay
+            The ATAC assay.
+        gene_coordinates
+            ``chrom``, ``start``, ``end``, ``gene`` (and ``strand``, ``name``).
+        assay_label
+            The new assay's name.
+        upstream, downstream
+            The promoter extension, bases.
+
+        Returns
+        -------
+        str
+            The new assay's name.
+        """
+        from cytearc.ops.derived import add_melded_assay  # noqa: PLC0415
+
+        return add_melded_assay(
+            self,
+            from_assay=from_assay,
+            gene_coordinates=gene_coordinates,
+            assay_label=assay_label,
+            upstream=upstream,
+            downstream=downstream,
+        )
+
+    def discard_interrupted_assay(self, name: str) -> None:
+        """Remove a pending derived assay a killed writer left (see :func:`cytearc.ops.derived.discard_interrupted_assay`).
+
+        Parameters
+        ----------
+        name
+            The pending assay.
+        """
+        from cytearc.ops.derived import discard_interrupted_assay  # noqa: PLC0415
+
+        discard_interrupted_assay(self, name)
+        self.reopen_assays()
 
     def to_anndata(self, *, assay: str = "RNA") -> AnnData:
         """The assay's raw counts and the tables in memory (see :func:`cytearc.io.export.to_anndata`).

@@ -20,7 +20,7 @@ from cytearc.metadata.table import MetaData
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.damage import missing_units, read_region
 from cytearc.storage.layout import CountLayout
-from cytearc.storage.nodes import child_group, child_node
+from cytearc.storage.nodes import DERIVED_ATTRIBUTE, child_group, child_node
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -72,6 +72,7 @@ class Assay:
             f"python -m cytearc.tools.repack_zarr {where} OUT --data-only"
         )
         group = child_group(root, name, where=where)
+        self._group = group
         self.features = MetaData(
             child_group(group, "featureData", where=self.where),
             dimension="feature",
@@ -144,6 +145,12 @@ class Assay:
             msg = f"{self._matrix_where}/countSummaries: attribute 'source_fingerprint': expected the counts' content fingerprint {self.content_fingerprint}, found {bound!r} (summaries of other counts); {self._repair}"
             raise CountSummariesError(msg)
         return summaries
+
+    @property
+    def derived(self) -> dict[str, Any] | None:
+        """The ``cytearc:derived`` record of a derived assay (operation, source, parameters), else None."""
+        record = self._group.attrs.get(DERIVED_ATTRIBUTE)
+        return dict(record) if isinstance(record, dict) else None
 
     @property
     def shape(self) -> tuple[int, int]:

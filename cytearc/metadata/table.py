@@ -299,6 +299,11 @@ class MetaData:
         self.n_rows = column_length(self._node("ids"), where=f"{where}/ids")
 
     @property
+    def group(self) -> zarr.Group:
+        """The table's Zarr group (writers that store a column themselves write through it)."""
+        return self._group
+
+    @property
     def columns(self) -> list[str]:
         """Column names, in order (with the columns a :meth:`staged` block holds)."""
         stored: list[str] = list(self._group.attrs[COLUMNS_ATTRIBUTE])  # type: ignore[arg-type]

@@ -52,6 +52,7 @@ __all__ = [
     "fit_layout",
     "layout_fits",
     "read_band_result",
+    "source_compressor",
     "write_band",
     "write_count_arrays",
     "write_summaries",
@@ -335,6 +336,26 @@ def fit_layout(
             raise MemBudgetError(msg)
         candidate = candidate.halved()
     return candidate
+
+
+def source_compressor(array: zarr.Array[Any]) -> BytesBytesCodec | None:
+    """The compressor of a source count array (gzip or zstd), or None.
+
+    Parameters
+    ----------
+    array
+        ``counts`` of a source assay.
+
+    Returns
+    -------
+    codec or None
+        The compressor a new array is written with; ``crc32c`` is added by
+        :func:`~cytearc.storage.counts.checksummed`.
+    """
+    for codec in array.compressors:
+        if isinstance(codec, GzipCodec | ZstdCodec):
+            return codec
+    return None
 
 
 def write_summaries(group: zarr.Group, written: CountsWritten) -> None:

@@ -26,6 +26,7 @@ from typing import Final
 import zarr
 
 from cytearc.errors import DestinationExistsError, RemoteDestinationError
+from cytearc.storage.nodes import PENDING_ATTRIBUTE
 
 __all__ = ["create_destination", "validate_destination", "validate_local_path"]
 
@@ -184,7 +185,7 @@ def _member_refusal(entry: Path, store: Path) -> str | None:
     if (
         entry.name not in CYTEARC_GROUPS
         and not member.get("is_assay")
-        and "cytearc:pending_assay" not in member
+        and PENDING_ATTRIBUTE not in member
     ):
         return f"{entry.name!r} is not a group CyteArc writes"
     foreign = _foreign_key(entry, store)

@@ -12,6 +12,8 @@ from zarr.core.sync import sync
 from cytearc.errors import StoreFormatError
 
 __all__ = [
+    "DERIVED_ATTRIBUTE",
+    "PENDING_ATTRIBUTE",
     "STORE_FORMAT",
     "STORE_FORMAT_VERSION",
     "child_group",
@@ -25,6 +27,12 @@ STORE_FORMAT: Final = "cytearc.store"
 
 STORE_FORMAT_VERSION: Final = 1
 """The root attribute ``cytearc:formatVersion`` this release reads and writes."""
+
+PENDING_ATTRIBUTE: Final = "cytearc:pending_assay"
+"""Marks a derived assay still being written (it has no ``is_assay``): assay scans skip it."""
+
+DERIVED_ATTRIBUTE: Final = "cytearc:derived"
+"""How a derived assay was derived; derived assays are left out of the dataset fingerprint."""
 
 
 _METADATA_ERRORS: Final = (

@@ -32,6 +32,7 @@ from cytearc.errors import (
 )
 from cytearc.metadata.table import MetaData
 from cytearc.storage.nodes import (
+    PENDING_ATTRIBUTE,
     STORE_FORMAT,
     STORE_FORMAT_VERSION,
     child_group,
@@ -301,30 +302,40 @@ class Store:
         if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
-        names = [
-            n
-            for n in sorted(member_names(self.root, where=self.where))
-            if (g := child_node(self.root, n, where=self.where)) is not None
-            and isinstance(g, zarr.Group)
-            and g.attrs.get("is_assay") is True
-        ]
-        for name in names:
-            assay_group = child_group(self.root, name, where=self.where)
-            if "state" in member_names(assay_group, where=f"{self.where}/{name}"):
-                msg = f"{self.where}/{name}/state: the former assay state document is not supported; re-import or rebuild the dataset"
-                raise StoreFormatError(msg)
-        self.assay_types = self._resolve_types(attrs.get("assayTypes"), set(names), assay_types)
         self.cells = MetaData(
             child_group(self.root, "cellData", where=self.where),
             dimension="cell",
             where=f"{self.where}/cellData",
-            reserved=lambda: {f"{n}_I" for n in self.assay_types},
+            reserved=lambda: {f"{n}_I" for n in (*self.assay_types, *self.pending_assays)},
             writable=self.writable,
+        )
+        self._scan_assays(assay_types)
+
+    def _scan_assays(self, assay_types: Mapping[str, str] | None) -> None:
+        """Find the assays (``is_assay``) and pending derived assays of the root, and resolve the types."""
+        groups = {
+            n: g
+            for n in sorted(member_names(self.root, where=self.where))
+            if isinstance(g := child_node(self.root, n, where=self.where), zarr.Group)
+        }
+        names = [n for n, g in groups.items() if g.attrs.get("is_assay") is True]
+        self.pending_assays = [n for n, g in groups.items() if PENDING_ATTRIBUTE in g.attrs]
+        """Groups a derived-assay writer created and did not finish (see ``discard_interrupted_assay``)."""
+        for name in names:
+            if "state" in member_names(groups[name], where=f"{self.where}/{name}"):
+                msg = f"{self.where}/{name}/state: the former assay state document is not supported; re-import or rebuild the dataset"
+                raise StoreFormatError(msg)
+        self.assay_types = self._resolve_types(
+            self.root.attrs.get("assayTypes"), set(names), assay_types
         )
         self.assays = Assays(
             {name: functools.partial(self._open_assay, name) for name in sorted(names)},
             where=self.where,
         )
+
+    def reopen_assays(self) -> None:
+        """Scan the assays again, after a writer added or removed one."""
+        self._scan_assays(None)
 
     def _open_assay(self, name: str) -> Assay:
         assay = Assay(
@@ -359,8 +370,9 @@ class Store:
             )
             for n in sorted(names)
         }
-        if self.writable and types != recorded:
-            self.root.attrs["assayTypes"] = types
+        kept = {**types, **{p: recorded[p] for p in self.pending_assays if p in recorded}}
+        if self.writable and kept != recorded:
+            self.root.attrs["assayTypes"] = kept
         return types
 
     def verify(self) -> VerifyReport:

@@ -603,6 +603,7 @@ def _dataset_check(store: Store) -> Check:
                 {"ids": a.features.fetch_all("ids"), "names": a.features.fetch_all("names")}
             )
             for name, a in store.assays.items()
+            if a.derived is None
         }
     except (CyteArcError, *DECODE_ERRORS) as exc:
         return Check(
@@ -618,7 +619,7 @@ def _dataset_check(store: Store) -> Check:
             ),
         )
     found = dataset_fingerprint(
-        cells, features, {name: a.content_fingerprint for name, a in store.assays.items()}
+        cells, features, {name: store.assays[name].content_fingerprint for name in features}
     )
     if found == store.dataset_fingerprint:
         return Check(item=item, what=what, status="ok")

@@ -11,11 +11,10 @@ opens.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import zarr
-from zarr.codecs import GzipCodec, ZstdCodec
 
 from cytearc.errors import DestinationOverlapError, PendingAssayError
 from cytearc.io.importer import dataset_fingerprint
@@ -23,7 +22,14 @@ from cytearc.metadata.membership import membership_column, write_membership_colu
 from cytearc.metadata.table import GENERATED_ATTRIBUTE, write_table
 from cytearc.storage.counts import write_count_arrays, write_summaries
 from cytearc.storage.destinations import create_destination
-from cytearc.storage.nodes import STORE_FORMAT, STORE_FORMAT_VERSION, child_node, member_names
+from cytearc.storage.nodes import (
+    DERIVED_ATTRIBUTE,
+    PENDING_ATTRIBUTE,
+    STORE_FORMAT,
+    STORE_FORMAT_VERSION,
+    child_node,
+    member_names,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -38,20 +44,15 @@ if TYPE_CHECKING:
     from cytearc.storage.store import Store
 
 __all__ = [
-    "PENDING_ATTRIBUTE",
     "carried_columns",
     "create_store",
     "finish_store",
     "refuse_overlap",
     "refuse_pending",
-    "source_compressor",
     "table_frame",
     "write_assay",
     "write_cells",
 ]
-
-PENDING_ATTRIBUTE: Final = "cytearc:pending_assay"
-"""The attribute of a derived assay that is still being written (it has no ``is_assay``)."""
 
 
 def refuse_pending(store: Store) -> None:
@@ -157,26 +158,6 @@ def table_frame(
     return pd.DataFrame(data)
 
 
-def source_compressor(array: zarr.Array[Any]) -> BytesBytesCodec | None:
-    """The compressor of a source count array (gzip or zstd), or None.
-
-    Parameters
-    ----------
-    array
-        ``counts`` of a source assay.
-
-    Returns
-    -------
-    codec or None
-        The compressor a new array is written with; ``crc32c`` is added by
-        :func:`~cytearc.storage.counts.checksummed`.
-    """
-    for codec in array.compressors:
-        if isinstance(codec, GzipCodec | ZstdCodec):
-            return codec
-    return None
-
-
 def create_store(
     path: Path,
     *,
@@ -248,6 +229,7 @@ def write_assay(
     compressor: BytesBytesCodec | None,
     engine: Engine,
     where: str,
+    derived: Mapping[str, Any] | None = None,
 ) -> str:
     """Write an assay's feature table, counts (and ``countsT``) and count summaries.
 
@@ -271,13 +253,18 @@ def write_assay(
         Where the graph runs.
     where
         The store, for messages.
+    derived
+        The source assay's ``cytearc:derived`` record, kept when it is a derived assay.
 
     Returns
     -------
     str
         The counts' content fingerprint.
     """
-    assay = root.create_group(name, attributes={"is_assay": True})
+    attributes: dict[str, Any] = {"is_assay": True}
+    if derived is not None:
+        attributes[DERIVED_ATTRIBUTE] = dict(derived)
+    assay = root.create_group(name, attributes=attributes)
     write_table(
         assay.create_group("featureData"),
         features,
@@ -306,6 +293,9 @@ def finish_store(
 ) -> str:
     """Record the dataset fingerprint and mark the store complete (its last write).
 
+    Derived assays (their group carries ``cytearc:derived``) are functions of
+    other assays and are left out of the fingerprint, as verify leaves them out.
+
     Parameters
     ----------
     root
@@ -322,6 +312,9 @@ def finish_store(
     str
         The dataset fingerprint.
     """
-    fingerprint = dataset_fingerprint(cells, features, fingerprints)
+    imported = [name for name in features if DERIVED_ATTRIBUTE not in root[name].attrs]
+    fingerprint = dataset_fingerprint(
+        cells, {n: features[n] for n in imported}, {n: fingerprints[n] for n in imported}
+    )
     root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
     return fingerprint

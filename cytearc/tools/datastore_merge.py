@@ -49,11 +49,13 @@ from cytearc.storage.counts import (
     CountsWriter,
     fit_layout,
     read_band_result,
+    source_compressor,
     write_band,
     write_summaries,
 )
 from cytearc.storage.destinations import validate_destination, validate_local_path
 from cytearc.storage.layout import CountLayout
+from cytearc.storage.nodes import DERIVED_ATTRIBUTE
 from cytearc.storage.store import Store
 from cytearc.tools._writing import (
     carried_columns,
@@ -61,7 +63,6 @@ from cytearc.tools._writing import (
     finish_store,
     refuse_overlap,
     refuse_pending,
-    source_compressor,
     table_frame,
     write_cells,
 )
@@ -431,7 +432,13 @@ class DataStoreMerge:
         )
         fingerprints = {}
         for plan in plans:
-            assay = root.create_group(plan.name, attributes={"is_assay": True})
+            derived = next(
+                (s.assays[plan.name].derived for s in stores if plan.name in s.assays), None
+            )
+            attributes: dict[str, Any] = {"is_assay": True}
+            if derived is not None:
+                attributes[DERIVED_ATTRIBUTE] = derived
+            assay = root.create_group(plan.name, attributes=attributes)
             write_table(
                 assay.create_group("featureData"),
                 plan.features,

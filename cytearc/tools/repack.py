@@ -47,10 +47,16 @@ from cytearc.storage.destinations import (
     validate_local_path,
 )
 from cytearc.storage.layout import CountLayout
-from cytearc.storage.nodes import STORE_FORMAT, child_group, child_node, member_names
+from cytearc.storage.nodes import (
+    DERIVED_ATTRIBUTE,
+    PENDING_ATTRIBUTE,
+    STORE_FORMAT,
+    child_group,
+    child_node,
+    member_names,
+)
 from cytearc.storage.store import Store, open_root
 from cytearc.tools._writing import (
-    PENDING_ATTRIBUTE,
     carried_columns,
     create_store,
     finish_store,
@@ -384,9 +390,15 @@ def _write_rebuilt(
             compressor=profile.compressor,
             engine=engine,
             where=str(path),
+            derived=_derived_record(root, name, where=where),
         )
     finish_store(new, frame, features, fingerprints)
     return path
+
+
+def _derived_record(root: zarr.Group, name: str, *, where: str) -> dict[str, Any] | None:
+    record = child_group(root, name, where=where).attrs.get(DERIVED_ATTRIBUTE)
+    return dict(record) if isinstance(record, dict) else None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from cytearc.engine.cluster import get_engine
 from cytearc.errors import ArtifactError, AssayNotFoundError, OperationArgumentError
 from cytearc.metadata.membership import membership_column
 from cytearc.ops.selection import open_selection
-from cytearc.storage.counts import fit_layout
+from cytearc.storage.counts import fit_layout, source_compressor
 from cytearc.storage.destinations import validate_destination, validate_local_path
 from cytearc.storage.store import Store
 from cytearc.tools._writing import (
@@ -34,7 +34,6 @@ from cytearc.tools._writing import (
     finish_store,
     refuse_overlap,
     refuse_pending,
-    source_compressor,
     table_frame,
     write_assay,
     write_cells,
@@ -246,6 +245,7 @@ class SubsetZarr:
                 compressor=source_compressor(assay.matrix["counts"]),  # type: ignore[arg-type]
                 engine=engine,
                 where=str(path),
+                derived=assay.derived,
             )
         finish_store(root, cells, features, fingerprints)
         return path

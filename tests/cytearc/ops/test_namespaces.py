@@ -35,7 +35,11 @@ def _operations() -> list[tuple[type[namespaces.Namespace], str, namespaces.oper
     ("cls", "name", "op"), _operations(), ids=lambda v: getattr(v, "__name__", str(v))
 )
 def test_bound_operation_has_the_functions_signature_and_docstring(
-    planted: Any, open_threads: Callable[..., DataStore], cls: type[namespaces.Namespace], name: str, op: namespaces.operation
+    planted: Any,
+    open_threads: Callable[..., DataStore],
+    cls: type[namespaces.Namespace],
+    name: str,
+    op: namespaces.operation,
 ) -> None:
     """``ds.<namespace>.<op>`` shows the operation's parameters (without the store) and docstring."""
     bound = getattr(cls(open_threads(planted.path)), name)
@@ -55,13 +59,17 @@ def test_help_shows_the_parameters(planted: Any, open_threads: Callable[..., Dat
     assert normalize.__doc__.split("\n")[0] in text
 
 
-def test_bound_operation_calls_the_function_with_the_store(planted: Any, open_threads: Callable[..., DataStore]) -> None:
+def test_bound_operation_calls_the_function_with_the_store(
+    planted: Any, open_threads: Callable[..., DataStore]
+) -> None:
     """The bound call and the function called with the store give the same artifact."""
     ds = DataStore(planted.path, zarr_mode="r+", cluster="threads", show_progress=False)
     assert ds.features.normalize("RNA").ref == normalize(ds, "RNA").ref
 
 
-def test_namespace_dir_lists_its_operations(planted: Any, open_threads: Callable[..., DataStore]) -> None:
+def test_namespace_dir_lists_its_operations(
+    planted: Any, open_threads: Callable[..., DataStore]
+) -> None:
     """``dir(ds.qc)`` is its operations, for tab completion."""
     assert dir(open_threads(planted.path).qc) == ["auto_filter", "filter", "metrics"]
 
@@ -86,7 +94,9 @@ def test_mypy_rejects_bad_calls_and_unknown_attributes(tmp_path: Path) -> None:
         )
     )
     cache = tmp_path / "cache"
-    if (ROOT / ".mypy_cache").is_dir():  # README's line ran mypy on the packages: start from its cache
+    if (
+        ROOT / ".mypy_cache"
+    ).is_dir():  # README's line ran mypy on the packages: start from its cache
         shutil.copytree(ROOT / ".mypy_cache", cache)
     out, _, status = api.run(
         [
