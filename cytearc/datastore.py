@@ -194,13 +194,15 @@ class DataStore(Store):
         discard_interrupted_assay(self, name)
         self.reopen_assays()
 
-    def to_anndata(self, *, assay: str = "RNA") -> AnnData:
+    def to_anndata(self, *, assay: str = "RNA", run: str | None = None) -> AnnData:
         """The assay's raw counts and the tables in memory (see :func:`cytearc.io.export.to_anndata`).
 
         Parameters
         ----------
         assay
             The assay to export.
+        run
+            A completed run's label or id: its cells, clusters, PCA, UMAP and HVGs.
 
         Returns
         -------
@@ -209,9 +211,16 @@ class DataStore(Store):
         """
         from cytearc.io.export import to_anndata  # noqa: PLC0415 (anndata loads on use)
 
-        return to_anndata(self, assay=assay)
+        return to_anndata(self, assay=assay, run=run)
 
-    def to_h5ad(self, path: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
+    def to_h5ad(
+        self,
+        path: str | Path,
+        *,
+        assay: str = "RNA",
+        run: str | None = None,
+        overwrite: bool = False,
+    ) -> Path:
         """Write the assay as an H5AD file, ``X`` streamed band by band (see :func:`cytearc.io.export.to_h5ad`).
 
         Parameters
@@ -220,6 +229,8 @@ class DataStore(Store):
             The file.
         assay
             The assay to export.
+        run
+            A completed run's label or id: its cells, clusters, PCA, UMAP and HVGs.
         overwrite
             Replace an existing file.
 
@@ -230,7 +241,7 @@ class DataStore(Store):
         """
         from cytearc.io.export import to_h5ad  # noqa: PLC0415
 
-        return to_h5ad(self, path, assay=assay, overwrite=overwrite)
+        return to_h5ad(self, path, assay=assay, run=run, overwrite=overwrite)
 
     def to_mtx(self, directory: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
         """Write the assay as a 10x Matrix Market folder (see :func:`cytearc.io.export.to_mtx`).

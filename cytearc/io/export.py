@@ -22,6 +22,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anndata as ad
@@ -32,7 +33,12 @@ import scipy.sparse as sp
 from anndata.io import sparse_dataset, write_elem
 
 from cytearc.engine.arrays import aligned_rows
-from cytearc.errors import DestinationExistsError, UnmeasuredCellsError
+from cytearc.errors import (
+    DestinationExistsError,
+    OperationArgumentError,
+    RunNotFoundError,
+    UnmeasuredCellsError,
+)
 from cytearc.metadata.membership import membership_column
 from cytearc.storage.destinations import validate_local_path
 
@@ -41,6 +47,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cytearc.assays.assay import Assay
+    from cytearc.pipeline.runner import PipelineRun
     from cytearc.storage.store import Store
 
 __all__ = ["to_anndata", "to_h5ad", "to_mtx"]
@@ -79,16 +86,19 @@ def _uns(store: Store, assay: str, membership: dict[str, str]) -> dict[str, Any]
     }
 
 
-def _bands(store: Store, assay: str) -> Iterator[sp.csr_matrix]:
-    """The assay's counts as CSR bands of whole shards, computed one at a time on the engine."""
+def _bands(store: Store, assay: str, cells: np.ndarray | None = None) -> Iterator[sp.csr_matrix]:
+    """The assay's counts (of the cells at positions ``cells``, default all) as CSR bands, one at a time."""
     counts = store.assays[assay]
     engine = store.engine
     x = counts.counts
+    shard_rows = int(x.chunks[0][0])
+    if cells is not None:
+        x = x[cells]
     rows = aligned_rows(
         budget=engine.worker_memory(),
         row_bytes=max(counts.shape[1], 1) * 8,
-        shard_rows=int(x.chunks[0][0]),
-        n_rows=counts.shape[0],
+        shard_rows=shard_rows,
+        n_rows=int(x.shape[0]),
     )
     x = x.rechunk((rows, counts.shape[1]))
     for i in range(x.numblocks[0]):
@@ -96,7 +106,59 @@ def _bands(store: Store, assay: str) -> Iterator[sp.csr_matrix]:
         yield sp.csr_matrix(block)
 
 
-def to_anndata(store: Store, *, assay: str = "RNA") -> ad.AnnData:
+@dataclass(frozen=True, kw_only=True)
+class _Export:
+    """What an export writes besides ``X``."""
+
+    obs: pd.DataFrame
+    var: pd.DataFrame
+    uns: dict[str, Any]
+    obsm: dict[str, np.ndarray]
+    cells: np.ndarray | None
+    """Positions of the exported cells (a run's cells), or None for every cell."""
+
+
+def _run_of(store: Store, run: str) -> PipelineRun:
+    from cytearc.pipeline.runner import Pipeline  # noqa: PLC0415 (the pipeline imports the operations)
+
+    pipeline = Pipeline(store)
+    try:
+        return pipeline.by_label(run)
+    except RunNotFoundError:
+        return pipeline.open(run)
+
+
+def _plan(store: Store, assay: str, run: str | None) -> _Export:
+    counts = store.assays[assay]
+    obs, membership = _obs(store, assay)
+    var = _var(counts)
+    uns = _uns(store, assay, membership)
+    if run is None:
+        return _Export(obs=obs, var=var, uns=uns, obsm={}, cells=None)
+    recorded = _run_of(store, run)
+    if recorded.record.assay != assay:
+        msg = f"{store.where}: run {run!r} analysed assay {recorded.record.assay}, not {assay}; export assay={recorded.record.assay!r}"
+        raise OperationArgumentError(msg)
+    cells = np.flatnonzero(recorded.artifact("cells").read("mask").astype(bool))
+    obs = obs.iloc[cells].drop(columns=list(membership.values()), errors="ignore")
+    labels = recorded.artifact("clustering").read("labels")
+    obs[f"{assay}_leiden_cluster"] = pd.Categorical(
+        labels.astype(str), categories=[str(c) for c in sorted(set(labels.tolist()))]
+    )
+    var["highly_variable"] = recorded.artifact("hvgs").read("highly_variable").astype(bool)
+    uns["cytearc"] = {
+        **uns["cytearc"],
+        "assayMembership": {},
+        "run": {"runId": recorded.run_id, "label": recorded.record.label or ""},
+    }
+    obsm = {
+        "X_pca": np.asarray(recorded.artifact("pca").read("coords"), dtype=np.float32),
+        "X_umap": np.asarray(recorded.artifact("umap").read("coords"), dtype=np.float32),
+    }
+    return _Export(obs=obs, var=var, uns=uns, obsm=obsm, cells=cells)
+
+
+def to_anndata(store: Store, *, assay: str = "RNA", run: str | None = None) -> ad.AnnData:
     """The assay's raw counts and the tables as an in-memory :class:`anndata.AnnData`.
 
     Parameters
@@ -105,23 +167,32 @@ def to_anndata(store: Store, *, assay: str = "RNA") -> ad.AnnData:
         The store.
     assay
         The assay to export.
+    run
+        A completed pipeline run's label (or id): export its cells only, with
+        its clusters (``obs["<assay>_leiden_cluster"]``), PCA and UMAP
+        (``obsm["X_pca"]``, ``obsm["X_umap"]``) and HVGs
+        (``var["highly_variable"]``).
 
     Returns
     -------
     anndata.AnnData
-        ``X`` a CSR matrix in the storage dtype, ``obs``, ``var`` and
-        ``uns["cytearc"]`` (see the module documentation).
+        ``X`` a CSR matrix in the storage dtype, ``obs``, ``var``, ``obsm``
+        and ``uns["cytearc"]`` (see the module documentation).
 
     Raises
     ------
     AssayNotFoundError
         The store has no such assay.
+    RunNotFoundError
+        No run of that label or id.
+    OperationArgumentError
+        The run analysed another assay.
     """
     counts = store.assays[assay]
-    obs, membership = _obs(store, assay)
-    bands = list(_bands(store, assay))
+    plan = _plan(store, assay, run)
+    bands = list(_bands(store, assay, plan.cells))
     x = sp.vstack(bands, format="csr") if bands else sp.csr_matrix(counts.shape, dtype=counts.dtype)
-    return ad.AnnData(X=x, obs=obs, var=_var(counts), uns=_uns(store, assay, membership))
+    return ad.AnnData(X=x, obs=plan.obs, var=plan.var, uns=plan.uns, obsm=plan.obsm)
 
 
 def _temporary(path: Path) -> Path:
@@ -135,7 +206,12 @@ def _refuse_existing(path: Path, *, overwrite: bool) -> None:
 
 
 def to_h5ad(
-    store: Store, path: str | os.PathLike[str], *, assay: str = "RNA", overwrite: bool = False
+    store: Store,
+    path: str | os.PathLike[str],
+    *,
+    assay: str = "RNA",
+    run: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write the assay's raw counts and the tables as an H5AD file, streaming ``X`` band by band.
 
@@ -147,6 +223,8 @@ def to_h5ad(
         The ``.h5ad`` file to write (a local path).
     assay
         The assay to export.
+    run
+        A completed pipeline run's label (or id), as for :func:`to_anndata`.
     overwrite
         Replace an existing file.
 
@@ -166,20 +244,20 @@ def to_h5ad(
     """
     target = validate_local_path(path, kind="H5AD files")
     _refuse_existing(target, overwrite=overwrite)
-    counts = store.assays[assay]
-    obs, membership = _obs(store, assay)
+    plan = _plan(store, assay, run)
     tmp = _temporary(target)
     try:
         with h5py.File(tmp, "w") as f:
             f.attrs["encoding-type"] = "anndata"
             f.attrs["encoding-version"] = "0.1.0"
-            write_elem(f, "obs", obs)
-            write_elem(f, "var", _var(counts))
-            write_elem(f, "uns", _uns(store, assay, membership))
-            for name in ("obsm", "varm", "obsp", "varp", "layers"):
+            write_elem(f, "obs", plan.obs)
+            write_elem(f, "var", plan.var)
+            write_elem(f, "uns", plan.uns)
+            write_elem(f, "obsm", plan.obsm)
+            for name in ("varm", "obsp", "varp", "layers"):
                 write_elem(f, name, {})
             x = None
-            for band in _bands(store, assay):
+            for band in _bands(store, assay, plan.cells):
                 if x is None:
                     write_elem(f, "X", band)
                     x = sparse_dataset(f["X"])

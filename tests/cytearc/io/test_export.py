@@ -183,3 +183,31 @@ def test_cli_export(cite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
         "features.tsv.gz",
         "matrix.mtx.gz",
     ]
+
+
+def test_a_run_exports_its_cells_clusters_embeddings_and_hvgs(tmp_path: Path) -> None:
+    from cytearc.datasets import write_store  # noqa: PLC0415
+
+    path = write_store(tmp_path / "ds.zarr", n_cells=800, n_genes=600, cluster="threads")
+    ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    run = ds.pipeline.run(n_top=200, n_comps=8, label="first")
+    cells = run.artifact("cells").read("mask").astype(bool)
+    adata = ad.read_h5ad(ds.to_h5ad(tmp_path / "run.h5ad", run="first"))
+    assert adata.n_obs == int(cells.sum())
+    assert adata.obs_names.tolist() == ds.cells.fetch_all("ids")[cells].tolist()
+    np.testing.assert_array_equal(adata.X.toarray(), ds.RNA.counts.compute()[cells])
+    np.testing.assert_array_equal(adata.obsm["X_umap"], run.artifact("umap").read("coords"))
+    np.testing.assert_array_equal(adata.obsm["X_pca"], run.artifact("pca").read("coords"))
+    assert (
+        adata.obs["RNA_leiden_cluster"].astype(int).tolist()
+        == run.artifact("clustering").read("labels").tolist()
+    )
+    assert int(adata.var["highly_variable"].sum()) == 200
+    assert adata.uns["cytearc"]["run"]["label"] == "first"
+    memory = ds.to_anndata(run=run.run_id)
+    np.testing.assert_array_equal(memory.obsm["X_pca"], adata.obsm["X_pca"])
+    sc.tl.rank_genes_groups(adata, "RNA_leiden_cluster", method="t-test")
+    assert (
+        len(adata.uns["rank_genes_groups"]["names"].dtype.names)
+        == adata.obs["RNA_leiden_cluster"].nunique()
+    )
