@@ -341,12 +341,14 @@ def _export(args: argparse.Namespace) -> int:
         show_progress=not args.json,
     )
     if args.format == "mtx":
-        if args.run is not None:
+        if args.run_label is not None:
             msg = "--run: a Matrix Market folder holds counts only; export a run as h5ad"
             raise ValueError(msg)
         path = ds.to_mtx(args.output, assay=args.assay, overwrite=args.overwrite)
     else:
-        path = ds.to_h5ad(args.output, assay=args.assay, run=args.run, overwrite=args.overwrite)
+        path = ds.to_h5ad(
+            args.output, assay=args.assay, run=args.run_label, overwrite=args.overwrite
+        )
     doc = {"path": str(path), "format": args.format, "assay": args.assay, "cells": ds.cells.n_rows}
     print(
         json.dumps(doc, indent=2) if args.json else f"exported {args.assay} of {ds.where} to {path}"
@@ -371,7 +373,10 @@ def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpar
     p.add_argument("--assay", default="RNA")
     p.add_argument("--format", choices=["h5ad", "mtx"], default="h5ad")
     p.add_argument(
-        "--run", default=None, help="a run's label or id: its cells, clusters, PCA, UMAP and HVGs"
+        "--run",
+        dest="run_label",
+        default=None,
+        help="a run's label or id: its cells, clusters, PCA, UMAP and HVGs",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing file or folder")
     _engine_arguments(p)
