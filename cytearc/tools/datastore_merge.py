@@ -25,8 +25,6 @@ Run it as ``cytearc merge SRC1 SRC2 ... -o DEST`` or
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +55,8 @@ from cytearc.storage.destinations import validate_destination, validate_local_pa
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import DERIVED_ATTRIBUTE
 from cytearc.storage.store import Store
+from cytearc.tools._cli import add_writer_options, report_store
+from cytearc.tools._cli import main as run_command
 from cytearc.tools._writing import (
     carried_columns,
     create_store,
@@ -68,6 +68,7 @@ from cytearc.tools._writing import (
 )
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
 
     from cytearc.engine.cluster import Engine
@@ -618,13 +619,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="the merged store to write")
     parser.add_argument("--names", default=None, help="comma-separated names, one per source")
     parser.add_argument("--assays", default=None, help="comma-separated assays (default all)")
-    parser.add_argument(
-        "--overwrite", action="store_true", help="replace the destination instead of resuming it"
-    )
-    parser.add_argument("--mem-budget", default=None, help="worker memory in all, e.g. 4G")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes")
-    parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_writer_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -652,15 +647,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         show_progress=not args.json,
     ).dump()
-    store = Store(path, show_progress=False)
-    doc = {
-        "path": str(path),
-        "cells": store.cells.n_rows,
-        "assays": {name: list(assay.shape) for name, assay in store.assays.items()},
-        "datasetFingerprint": store.dataset_fingerprint,
-    }
-    print(json.dumps(doc, indent=2) if args.json else f"merged {doc['cells']} cells into {path}")
-    return 0
+    return report_store(path, as_json=args.json, done="merged into")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -676,15 +663,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         The exit code.
     """
-    from cytearc.cli import report_errors  # noqa: PLC0415 (the CLI imports this module)
-
-    parser = argparse.ArgumentParser(
+    return run_command(
+        argv,
         prog="python -m cytearc.tools.datastore_merge",
         description="Merge CyteArc stores into a new store (resumable after a kill).",
+        add_arguments=add_arguments,
     )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return report_errors(lambda: run(args), debug=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,8 +23,6 @@ Run it as ``python -m cytearc.tools.repack_zarr IN OUT --profile fast_local
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -56,6 +54,8 @@ from cytearc.storage.nodes import (
     member_names,
 )
 from cytearc.storage.store import Store, open_root
+from cytearc.tools._cli import add_writer_options, report_store
+from cytearc.tools._cli import main as run_command
 from cytearc.tools._writing import (
     carried_columns,
     create_store,
@@ -68,6 +68,7 @@ from cytearc.tools._writing import (
 )
 
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Sequence
     from pathlib import Path
 
@@ -417,11 +418,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="rebuild counts, countsT and summaries from the raw store (repairs a damaged countsT)",
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an unprepared store")
-    parser.add_argument("--mem-budget", default=None, help="worker memory in all, e.g. 4G")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes")
-    parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_writer_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -449,15 +446,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         show_progress=not args.json,
     )
-    store = Store(path, show_progress=False)
-    doc = {
-        "path": str(path),
-        "cells": store.cells.n_rows,
-        "assays": {name: list(assay.shape) for name, assay in store.assays.items()},
-        "datasetFingerprint": store.dataset_fingerprint,
-    }
-    print(json.dumps(doc, indent=2) if args.json else f"repacked {args.source} into {path}")
-    return 0
+    return report_store(path, as_json=args.json, done="repacked into")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -473,15 +462,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         The exit code.
     """
-    from cytearc.cli import report_errors  # noqa: PLC0415 (the CLI imports this module)
-
-    parser = argparse.ArgumentParser(
+    return run_command(
+        argv,
         prog="python -m cytearc.tools.repack_zarr",
         description="Rewrite a CyteArc store under a layout profile, or rebuild its count arrays (--data-only).",
+        add_arguments=add_arguments,
     )
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    return report_errors(lambda: run(args), debug=False)
 
 
 if __name__ == "__main__":  # pragma: no cover

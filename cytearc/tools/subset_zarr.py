@@ -11,8 +11,6 @@ Run it as ``cytearc subset SRC DEST --cells COLUMN`` or
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -28,6 +26,8 @@ from cytearc.ops.selection import open_selection
 from cytearc.storage.counts import fit_layout, source_compressor
 from cytearc.storage.destinations import validate_destination, validate_local_path
 from cytearc.storage.store import Store
+from cytearc.tools._cli import add_writer_options, report_store
+from cytearc.tools._cli import main as run_command
 from cytearc.tools._writing import (
     carried_columns,
     create_store,
@@ -40,6 +40,7 @@ from cytearc.tools._writing import (
 )
 
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
 
     from cytearc.engine.cluster import Engine
@@ -251,15 +252,6 @@ class SubsetZarr:
         return path
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m cytearc.tools.subset_zarr",
-        description="Write some cells of a CyteArc store into a new store.",
-    )
-    add_arguments(parser)
-    return parser
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``cytearc subset`` (and of this module's command line).
 
@@ -276,11 +268,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--assays", default=None, help="comma-separated assays to keep (default all)"
     )
-    parser.add_argument("--overwrite", action="store_true", help="replace an unprepared store")
-    parser.add_argument("--mem-budget", default=None, help="worker memory in all, e.g. 4G")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes")
-    parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_writer_options(parser)
     parser.set_defaults(run=run)
 
 
@@ -308,15 +296,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         show_progress=not args.json,
     ).dump()
-    store = Store(path, show_progress=False)
-    doc = {
-        "path": str(path),
-        "cells": store.cells.n_rows,
-        "assays": {name: list(assay.shape) for name, assay in store.assays.items()},
-        "datasetFingerprint": store.dataset_fingerprint,
-    }
-    print(json.dumps(doc, indent=2) if args.json else f"wrote {doc['cells']} cells to {path}")
-    return 0
+    return report_store(path, as_json=args.json, done="wrote the subset")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -332,10 +312,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     int
         The exit code.
     """
-    from cytearc.cli import report_errors  # noqa: PLC0415 (the CLI imports this module)
-
-    args = _parser().parse_args(argv)
-    return report_errors(lambda: run(args), debug=False)
+    return run_command(
+        argv,
+        prog="python -m cytearc.tools.subset_zarr",
+        description="Write some cells of a CyteArc store into a new store.",
+        add_arguments=add_arguments,
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover
