@@ -201,3 +201,24 @@ def test_melded_gene_activity_equals_an_overlap_loop(shared_data: Path, tmp_path
     assert ds.assay_types["GeneActivity"] == "GeneActivity"
     with pytest.raises(OperationArgumentError, match="no peak overlaps"):
         ds.add_melded_assay(gene_coordinates=genes.assign(chrom="chrZ"), assay_label="None")
+
+
+def test_a_derived_assay_stays_derived_through_subset_and_repack(tmp_path: Path) -> None:
+    from cytearc.tools import repack_zarr  # noqa: PLC0415
+
+    ds = _store(tmp_path)
+    ds.add_grouped_assay(from_assay="RNA", group_key="set", assay_label="Sets")
+    sub = DataStore(
+        SubsetZarr(ds.where, tmp_path / "sub.zarr", cells=np.arange(100), **THREADS).dump()
+    )
+    assert sub.Sets.derived is not None
+    plain = DataStore(
+        SubsetZarr(
+            ds.where, tmp_path / "plain.zarr", cells=np.arange(100), assays=["RNA"], **THREADS
+        ).dump()
+    )
+    assert sub.dataset_fingerprint == plain.dataset_fingerprint
+    repacked = DataStore(repack_zarr(ds.where, tmp_path / "r.zarr", data_only=True, **THREADS))
+    assert repacked.Sets.derived == ds.Sets.derived
+    assert repacked.dataset_fingerprint == ds.dataset_fingerprint
+    assert repacked.verify().ok
