@@ -346,14 +346,14 @@ def _write_mtx(store: Store, counts: Assay, folder: Path, *, assay: str) -> None
         for band in _bands(store, assay):
             coo = band.tocoo()
             keep = coo.data != 0
-            lines = np.column_stack((coo.col[keep] + 1, coo.row[keep] + first + 1))
-            values = coo.data[keep]
-            for (feature, cell), value in zip(lines.tolist(), values.tolist(), strict=True):
-                out.write(
-                    f"{feature} {cell} {value!r}\n"
-                    if field == "real"
-                    else f"{feature} {cell} {value}\n"
-                )
+            entries = pd.DataFrame(
+                {
+                    "feature": coo.col[keep] + 1,
+                    "cell": coo.row[keep] + first + 1,
+                    "value": coo.data[keep],
+                }
+            )
+            entries.to_csv(out, sep=" ", header=False, index=False, float_format="%.17g")
             first += band.shape[0]
     features = counts.features
     types = (

@@ -224,9 +224,9 @@ def add_grouped_assay(
     ...     path = write_store(f"{d}/ds.zarr", n_cells=300, n_genes=600, cluster="threads")
     ...     ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
     ...     ds.RNA.features.insert("set", np.where(np.arange(600) < 300, "first", "second"))
-    ...     ds.add_grouped_assay(from_assay="RNA", group_key="set", assay_label="Sets")
-    ...     ds.Sets.shape, ds.Sets.features.fetch_all("ids").tolist()
-    ('Sets', ((300, 2), ['first', 'second']))
+    ...     name = ds.add_grouped_assay(from_assay="RNA", group_key="set", assay_label="Sets")
+    ...     name, ds.Sets.shape, ds.Sets.features.fetch_all("ids").tolist()
+    ('Sets', (300, 2), ['first', 'second'])
     """
     operation = "add_grouped_assay"
     _writable(store, operation)

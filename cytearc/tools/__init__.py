@@ -11,6 +11,8 @@ cytearc.tools.repack_zarr``.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +30,26 @@ _MODULES = {
     "repack_zarr": "repack",
 }
 """Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""
+
+
+class _Tools(types.ModuleType):
+    """The package module: its ``repack_zarr`` stays the function once the module of that name is imported.
+
+    ``python -m cytearc.tools.repack_zarr`` needs a module of that name; the
+    import system binds an imported submodule to the package attribute of its
+    name, which would hide the function :func:`repack_zarr`.
+    """
+
+    @property
+    def repack_zarr(self) -> object:
+        return __getattr__("repack_zarr")
+
+    @repack_zarr.setter
+    def repack_zarr(self, value: object) -> None:
+        del value  # the submodule; the function keeps the name
+
+
+sys.modules[__name__].__class__ = _Tools
 
 
 def __getattr__(name: str) -> object:

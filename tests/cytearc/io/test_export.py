@@ -93,12 +93,16 @@ def test_membership_is_declared_and_mtx_refuses_unmeasured_cells(
 
 def test_mtx_reads_back_in_scipy_and_reimports(cite: Path, tmp_path: Path) -> None:
     ds = _open(cite)
-    folder = ds.to_mtx(tmp_path / "mtx", assay="RNA")
+    folder = ds.to_mtx(tmp_path / "mtx", assay="ADT")
     with gzip.open(folder / "matrix.mtx.gz") as f:
         matrix = scipy.io.mmread(f)
-    np.testing.assert_array_equal(matrix.toarray().T, ds.RNA.counts.compute())
+    np.testing.assert_array_equal(matrix.toarray().T, ds.ADT.counts.compute())
     again = _open(import_10x_mtx(folder, tmp_path / "again.zarr", **THREADS).path)
-    assert again.RNA.content_fingerprint == ds.RNA.content_fingerprint
+    assert again.ADT.content_fingerprint == ds.ADT.content_fingerprint
+    assert (
+        again.ADT.features.fetch_all("names").tolist()
+        == ds.ADT.features.fetch_all("names").tolist()
+    )
     with pytest.raises(DestinationExistsError):
         ds.to_mtx(folder)
     write_membership(cite, "RNA", np.ones(ds.cells.n_rows, dtype=bool))
@@ -174,10 +178,25 @@ def test_cli_export(cite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     assert ad.read_h5ad(out).n_vars == _open(cite).ADT.shape[1]
     capsys.readouterr()
-    assert main(["export", str(cite), str(out), "--cluster", "threads"]) == 1
+    assert main(["export", str(cite), str(out), "--assay", "ADT", "--cluster", "threads"]) == 1
     assert "DestinationExistsError" in capsys.readouterr().err
     folder = tmp_path / "mtx"
-    assert main(["export", str(cite), str(folder), "--format", "mtx", "--cluster", "threads"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                str(cite),
+                str(folder),
+                "--assay",
+                "ADT",
+                "--format",
+                "mtx",
+                "--cluster",
+                "threads",
+            ]
+        )
+        == 0
+    )
     assert sorted(p.name for p in folder.iterdir()) == [
         "barcodes.tsv.gz",
         "features.tsv.gz",

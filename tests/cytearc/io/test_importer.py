@@ -238,7 +238,9 @@ def test_missing_counts_t_refuses_rna(tmp_path: Path, engine: Engine) -> None:
 
     path = _import(_matrix(), tmp_path / "ds.zarr", engine).path
     shutil.rmtree(path / "matrices" / "RNA" / "countsT")
-    with pytest.raises(CyteArcError, match=r"countsT is missing.*re-import the source.*--data-only"):
+    with pytest.raises(
+        CyteArcError, match=r"countsT is missing.*re-import the source.*--data-only"
+    ):
         DataStore(path).assays["RNA"]
 
 

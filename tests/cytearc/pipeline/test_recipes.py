@@ -100,7 +100,9 @@ def test_user_recipe_runs_and_is_recorded(tmp_path: Path) -> None:
 
 def test_unknown_option_of_a_user_recipe_is_refused() -> None:
     """An option the recipe does not read is refused, naming those it takes."""
-    with pytest.raises(RecipeError, match=r"unknown options \['k'\]; it takes \['cell_key', 'n_comps', 'n_top'\]"):
+    with pytest.raises(
+        RecipeError, match=r"unknown options \['k'\]; it takes \['cell_key', 'n_comps', 'n_top'\]"
+    ):
         _clusters_recipe().config({"k": 10})
 
 

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 def test_a_damaged_rna_assay_leaves_adt_usable(shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "10x_v3_h5_pbmc1k_citeseq" / "filtered_feature_bc_matrix.h5"
-    path = import_10x_h5(source, tmp_path / "cite.zarr", cluster="threads", show_progress=False).path
+    path = import_10x_h5(
+        source, tmp_path / "cite.zarr", cluster="threads", show_progress=False
+    ).path
     adt = DataStore(path).ADT.counts.compute()
     shutil.rmtree(path / "matrices" / "RNA" / "countsT")
     ds = DataStore(path)
@@ -30,7 +32,9 @@ def test_a_damaged_rna_assay_leaves_adt_usable(shared_data: Path, tmp_path: Path
 
 def test_verify_reports_an_assay_that_does_not_open(shared_data: Path, tmp_path: Path) -> None:
     source = shared_data / "10x_v3_h5_pbmc1k_citeseq" / "filtered_feature_bc_matrix.h5"
-    path = import_10x_h5(source, tmp_path / "cite.zarr", cluster="threads", show_progress=False).path
+    path = import_10x_h5(
+        source, tmp_path / "cite.zarr", cluster="threads", show_progress=False
+    ).path
     shutil.rmtree(path / "matrices" / "RNA" / "countSummaries")
     report = DataStore(path, cluster="threads", show_progress=False).verify()
     assert not report.ok

@@ -222,18 +222,17 @@ def _kill_after_bands(sources: dict[str, Path], destination: Path, bands: int) -
     return _written(destination)
 
 
-@pytest.mark.parametrize("bands", [1, 3])
 def test_a_killed_merge_resumes_to_the_same_store(
-    sources: dict[str, Path], merged: Path, tmp_path: Path, bands: int
+    sources: dict[str, Path], merged: Path, tmp_path: Path
 ) -> None:
-    """SIGKILL after some bands; the rerun keeps the written shards and gives the fingerprints of an uninterrupted merge."""
+    """SIGKILL after 1 band, then the resumed merge again after 3; the last rerun keeps the written shards and gives the fingerprints of an uninterrupted merge."""
     destination = tmp_path / "merged.zarr"
-    written = _kill_after_bands(sources, destination, bands)
-    assert len(written) >= bands
-    with pytest.raises(Exception):  # noqa: B017, PT011 (any refusal: the store is incomplete)
-        DataStore(destination)
+    assert len(_kill_after_bands(sources, destination, 1)) >= 1
     shard = destination / "matrices" / "RNA" / "counts" / "c" / "0" / "0"
     before = shard.stat().st_mtime_ns
+    assert len(_kill_after_bands(sources, destination, 3)) >= 3
+    with pytest.raises(Exception):  # noqa: B017, PT011 (any refusal: the store is incomplete)
+        DataStore(destination)
     DataStoreMerge([sources["pbmc"], sources["cite"]], destination, **SMALL).dump()
     assert shard.stat().st_mtime_ns == before, "a completed shard was written again"
     resumed, complete = DataStore(destination), DataStore(merged)
