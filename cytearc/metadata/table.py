@@ -354,12 +354,14 @@ class MetaData:
             yield staging
         finally:
             self.staging = None
+        listed = self.columns
         for column, (encoded, attributes) in staging.columns.items():
             write_column(
                 self._group, column, encoded, dimension=self.dimension, attributes=attributes
             )
-            if column not in self.columns:
-                list_columns(self._group, [*self.columns, column])
+        added = [c for c in staging.columns if c not in listed]
+        if added:  # new columns appear together, in one write of the column list
+            list_columns(self._group, [*listed, *added])
         for (_, key), (group, value) in staging.attributes.items():
             group.attrs[key] = value
 

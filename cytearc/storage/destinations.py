@@ -28,7 +28,7 @@ import zarr
 from cytearc.errors import DestinationExistsError, RemoteDestinationError
 from cytearc.storage.nodes import PENDING_ATTRIBUTE
 
-__all__ = ["create_destination", "validate_destination", "validate_local_path"]
+__all__ = ["ZARR_PARTIAL", "create_destination", "validate_destination", "validate_local_path"]
 
 CYTEARC_GROUPS: Final = frozenset(
     {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
@@ -100,7 +100,7 @@ def _node(path: Path) -> dict[str, object] | None:
     return doc if isinstance(doc, dict) else None
 
 
-_ZARR_PARTIAL: Final = re.compile(r"[^/]+\.[0-9a-f]{32}\.partial")
+ZARR_PARTIAL: Final = re.compile(r"[^/]+\.[0-9a-f]{32}\.partial")
 """The temporary file of zarr's atomic write (``path.with_suffix(".<uuid>.partial")``), left by a kill."""
 
 
@@ -127,7 +127,7 @@ def _foreign_key(folder: Path, store: Path) -> str | None:
         if entry.is_file() and (
             entry.name == "zarr.json"
             or _LABEL_CLAIM.fullmatch(key)
-            or _ZARR_PARTIAL.fullmatch(entry.name)
+            or ZARR_PARTIAL.fullmatch(entry.name)
         ):
             continue
         node = _node(entry) if entry.is_dir() and not entry.is_symlink() else None
@@ -153,7 +153,7 @@ def _foreign_array_key(folder: Path, node: dict[str, object], store: Path) -> st
             if (
                 key != "zarr.json"
                 and not _is_chunk_key(key, node)
-                and not _ZARR_PARTIAL.fullmatch(name)
+                and not ZARR_PARTIAL.fullmatch(name)
             ):
                 return path.relative_to(store).as_posix()
         links = [name for name in folders if (Path(directory) / name).is_symlink()]
@@ -177,7 +177,7 @@ def _replaceable(path: Path) -> str | None:
 
 def _member_refusal(entry: Path, store: Path) -> str | None:
     """Why the top-level ``entry`` of ``store`` is not one CyteArc writes, or None."""
-    if entry.name == "zarr.json" or (entry.is_file() and _ZARR_PARTIAL.fullmatch(entry.name)):
+    if entry.name == "zarr.json" or (entry.is_file() and ZARR_PARTIAL.fullmatch(entry.name)):
         return None
     member = _root_attributes(entry) if entry.is_dir() and not entry.is_symlink() else None
     if member is None:

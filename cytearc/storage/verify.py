@@ -74,6 +74,7 @@ from cytearc.storage.damage import (
     unit_regions,
     unit_shape,
 )
+from cytearc.storage.destinations import ZARR_PARTIAL
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytepool.cube.encoding import DIGEST_PATTERN, canonical_layer
 
@@ -746,9 +747,11 @@ def _headless_groups(store: Store) -> list[Check]:
             if (
                 not folder.is_dir()
                 or (folder / "zarr.json").is_file()
-                or not any(f.is_file() for f in folder.rglob("*"))
+                or not any(
+                    f.is_file() and not ZARR_PARTIAL.fullmatch(f.name) for f in folder.rglob("*")
+                )
             ):
-                continue
+                continue  # a killed zarr write leaves only its <key>.<uuid>.partial: nothing lost
             path = folder.relative_to(top).as_posix()
             group, remedy = _GROUP_LEVELS[len(folder.relative_to(base).parts)]
             damage = Damage(

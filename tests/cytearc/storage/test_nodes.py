@@ -97,3 +97,48 @@ def test_a_folder_without_zarr_json_is_absent(tmp_path: Path) -> None:
     (tmp_path / "store.zarr" / "loose").mkdir()
     assert child_node(root, "loose", where=".") is None
     assert child_node(root, "missing", where=".") is None
+
+
+def test_staged_new_columns_are_listed_in_one_write(tmp_path: Path) -> None:
+    """A run's new cell columns appear together: a kill between their writes leaves none listed."""
+    import numpy as np  # noqa: PLC0415
+    import pandas as pd  # noqa: PLC0415
+
+    import cytearc.metadata.table as tables  # noqa: PLC0415
+    from cytearc.metadata.table import MetaData, write_table  # noqa: PLC0415
+
+    root = zarr.open_group(tmp_path / "cells.zarr", mode="w")
+    write_table(root, pd.DataFrame({"ids": ["a", "b"]}), dimension="cell", where="cells")
+    table = MetaData(root, dimension="cell", where="cells", writable=True)
+    listings: list[list[str]] = []
+    original = tables.list_columns
+
+    def record(group: zarr.Group, columns: list[str]) -> None:
+        listings.append(list(columns))
+        original(group, columns)
+
+    tables.list_columns = record  # type: ignore[assignment]
+    try:
+        with table.staged():
+            for name in ("n_counts", "n_features", "percent_mito"):
+                table.insert(name, np.array([1.0, 2.0]))
+    finally:
+        tables.list_columns = original
+    assert listings == [["ids", "I", "n_counts", "n_features", "percent_mito"]]
+
+
+def test_verify_ignores_a_folder_holding_only_a_killed_zarr_write(tmp_path: Path) -> None:
+    """A kill during zarr's atomic write of a new group leaves <key>.<uuid>.partial: nothing was published."""
+    from cytearc import DataStore  # noqa: PLC0415
+    from cytearc.datasets import write_store  # noqa: PLC0415
+
+    path = write_store(tmp_path / "ds.zarr", n_cells=300, n_genes=600, cluster="threads")
+    zarr.open_group(path, mode="r+").require_group("artifacts")
+    folder = path / "artifacts" / "cell_selection"
+    folder.mkdir()
+    (folder / f"zarr.json.{'0' * 32}.partial").write_text("{")
+    report = DataStore(path, cluster="threads", show_progress=False).verify()
+    assert report.ok, [c.to_json() for c in report.checks if c.status == "damaged"]
+    (folder / "c").mkdir()
+    (folder / "c" / "0").write_bytes(b"chunk")
+    assert not DataStore(path, cluster="threads", show_progress=False).verify().ok
