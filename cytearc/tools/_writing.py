@@ -51,6 +51,7 @@ __all__ = [
     "refuse_pending",
     "table_frame",
     "write_assay",
+    "write_assay_group",
     "write_cells",
 ]
 
@@ -218,6 +219,41 @@ def write_cells(
     write_membership_columns(group, membership, n_rows=len(frame), where=f"{where}/cellData")
 
 
+def write_assay_group(
+    root: zarr.Group,
+    name: str,
+    features: pd.DataFrame,
+    *,
+    derived: Mapping[str, Any] | None,
+    where: str,
+) -> None:
+    """Create the assay's group (``is_assay``, and ``cytearc:derived`` for a derived assay) and its feature table.
+
+    Parameters
+    ----------
+    root
+        The new store's root.
+    name
+        The assay.
+    features
+        Its feature table.
+    derived
+        The source's ``cytearc:derived`` record, or None.
+    where
+        The store, for messages.
+    """
+    attributes: dict[str, Any] = {"is_assay": True}
+    if derived is not None:
+        attributes[DERIVED_ATTRIBUTE] = dict(derived)
+    assay = root.create_group(name, attributes=attributes)
+    write_table(
+        assay.create_group("featureData"),
+        features,
+        dimension="feature",
+        where=f"{where}/{name}/featureData",
+    )
+
+
 def write_assay(
     root: zarr.Group,
     name: str,
@@ -261,16 +297,7 @@ def write_assay(
     str
         The counts' content fingerprint.
     """
-    attributes: dict[str, Any] = {"is_assay": True}
-    if derived is not None:
-        attributes[DERIVED_ATTRIBUTE] = dict(derived)
-    assay = root.create_group(name, attributes=attributes)
-    write_table(
-        assay.create_group("featureData"),
-        features,
-        dimension="feature",
-        where=f"{where}/{name}/featureData",
-    )
+    write_assay_group(root, name, features, derived=derived, where=where)
     group = root.require_group("matrices").create_group(name)
     written = write_count_arrays(
         group,

@@ -42,7 +42,6 @@ from cytearc.engine.cluster import get_engine
 from cytearc.errors import AssayNotFoundError, MergePlanError, MergeResumeError
 from cytearc.metadata.encoding import column_digest
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
-from cytearc.metadata.table import write_table
 from cytearc.storage.counts import (
     CountsWriter,
     fit_layout,
@@ -53,7 +52,6 @@ from cytearc.storage.counts import (
 )
 from cytearc.storage.destinations import validate_destination, validate_local_path
 from cytearc.storage.layout import CountLayout
-from cytearc.storage.nodes import DERIVED_ATTRIBUTE
 from cytearc.storage.store import Store
 from cytearc.tools._cli import add_writer_options, report_store
 from cytearc.tools._cli import main as run_command
@@ -64,6 +62,7 @@ from cytearc.tools._writing import (
     refuse_overlap,
     refuse_pending,
     table_frame,
+    write_assay_group,
     write_cells,
 )
 
@@ -436,16 +435,7 @@ class DataStoreMerge:
             derived = next(
                 (s.assays[plan.name].derived for s in stores if plan.name in s.assays), None
             )
-            attributes: dict[str, Any] = {"is_assay": True}
-            if derived is not None:
-                attributes[DERIVED_ATTRIBUTE] = derived
-            assay = root.create_group(plan.name, attributes=attributes)
-            write_table(
-                assay.create_group("featureData"),
-                plan.features,
-                dimension="feature",
-                where=f"{where}/{plan.name}/featureData",
-            )
+            write_assay_group(root, plan.name, plan.features, derived=derived, where=where)
             fingerprints[plan.name] = self._write_counts(
                 root, stores, plan, manifest, engine, where=where
             )
