@@ -34,6 +34,7 @@ __all__ = [
     "FeatureNotFoundError",
     "ImportOptionError",
     "IncompleteArtifactError",
+    "InterruptedReplaceError",
     "LabelClaimBlockedError",
     "LabelClaimError",
     "LabelTakenError",
@@ -306,6 +307,10 @@ class PlotInputError(CyteArcError):
 
 class StoreDamageError(CyteArcError):
     """A stored chunk fails its checksum or cannot be decoded: the store is damaged (run ``cytearc verify``)."""
+
+
+class InterruptedReplaceError(StoreDamageError):
+    """A writer was killed while replacing columns of a table together: their values may mix two writes."""
 
 
 class CountSummariesError(StoreFormatError):

@@ -26,6 +26,7 @@ import zarr
 from cytearc.errors import (
     ColumnNotFoundError,
     CyteArcError,
+    InterruptedReplaceError,
     ReadOnlyStoreError,
     ReservedColumnError,
     StoreDamageError,
@@ -50,16 +51,20 @@ __all__ = [
     "COLUMNS_ATTRIBUTE",
     "COLUMNS_DIGEST_ATTRIBUTE",
     "GENERATED_ATTRIBUTE",
+    "REPLACING_ATTRIBUTE",
     "MetaData",
     "Staging",
     "columns_digest",
     "list_columns",
+    "replacing",
     "write_table",
 ]
 
 COLUMNS_ATTRIBUTE: Final = "cytearc:columns"
 COLUMNS_DIGEST_ATTRIBUTE: Final = "cytearc:columnsDigest"
 """The SHA-256 of ``cytearc:columns``, written with it in one ``zarr.json`` write (checked when present)."""
+REPLACING_ATTRIBUTE: Final = "cytearc:replacing"
+"""The columns a staged block started replacing and has not finished (absent when none)."""
 GENERATED_ATTRIBUTE: Final = "cytearc:generatedBy"
 """Attribute of a column that an analysis operation wrote: ``{operation, artifact}``."""
 
@@ -108,6 +113,42 @@ def list_columns(group: zarr.Group, columns: list[str]) -> None:
     group.attrs.update(
         {COLUMNS_ATTRIBUTE: list(columns), COLUMNS_DIGEST_ATTRIBUTE: columns_digest(columns)}
     )
+
+
+def replacing(group: zarr.Group) -> list[str]:
+    """The columns of ``group`` whose replacement together a killed writer left unfinished.
+
+    Parameters
+    ----------
+    group
+        The table group.
+
+    Returns
+    -------
+    list of str
+        The names in ``cytearc:replacing`` (empty when the attribute is absent).
+    """
+    names = group.attrs.get(REPLACING_ATTRIBUTE)
+    if names is None:
+        return []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        msg = f"{group.path or '/'}: attribute {REPLACING_ATTRIBUTE!r} must list column names; found {names!r}; the store is damaged - run `cytearc verify`"
+        raise StoreDamageError(msg)
+    return names
+
+
+def _finish_replacing(group: zarr.Group, columns: list[str], *, done: Iterable[str]) -> None:
+    """List ``columns`` and unmark ``done`` from ``cytearc:replacing``, in one ``zarr.json`` write."""
+    remaining = [c for c in replacing(group) if c not in set(done) and c in columns]
+    attributes = dict(group.attrs)
+    attributes.pop(REPLACING_ATTRIBUTE, None)
+    attributes |= {
+        COLUMNS_ATTRIBUTE: list(columns),
+        COLUMNS_DIGEST_ATTRIBUTE: columns_digest(columns),
+    }
+    if remaining:
+        attributes[REPLACING_ATTRIBUTE] = remaining
+    group.attrs.put(attributes)
 
 
 def _validate_name(name: object, *, where: str) -> str:
@@ -355,13 +396,20 @@ class MetaData:
         finally:
             self.staging = None
         listed = self.columns
+        replaced = [c for c in staging.columns if c in listed]
+        marked = replacing(self._group)
+        if replaced:  # readers refuse these until the block's last write unmarks them
+            self._group.attrs[REPLACING_ATTRIBUTE] = [
+                *marked,
+                *(c for c in replaced if c not in marked),
+            ]
         for column, (encoded, attributes) in staging.columns.items():
             write_column(
                 self._group, column, encoded, dimension=self.dimension, attributes=attributes
             )
         added = [c for c in staging.columns if c not in listed]
-        if added:  # new columns appear together, in one write of the column list
-            list_columns(self._group, [*listed, *added])
+        if added or replaced:  # new columns appear, replaced ones are unmarked, in one write
+            _finish_replacing(self._group, [*listed, *added], done=staging.columns)
         for (_, key), (group, value) in staging.attributes.items():
             group.attrs[key] = value
 
@@ -373,6 +421,14 @@ class MetaData:
             raise ColumnNotFoundError(msg)
         if self.staging is not None and column in self.staging.columns:
             return self.staging.group[column]
+        if column in (marked := replacing(self._group)):
+            msg = (
+                f"{self.where}/{column}: a writer was killed while replacing the columns {marked} "
+                "together, so their values may mix two writes; run the operation that writes them "
+                f"again (for a pipeline run: `cytearc run` again), or drop them with the table's "
+                f".drop({column!r}) and recompute them"
+            )
+            raise InterruptedReplaceError(msg)
         node = child_node(self._group, column, where=self.where)
         if not isinstance(node, zarr.Array | zarr.Group):
             msg = f"{self.where}/{column}: the column is listed in {COLUMNS_ATTRIBUTE!r} but not stored (a writer was killed while replacing it); drop it with the table's .drop({column!r}) and recompute it, or re-import the store"
@@ -617,6 +673,8 @@ class MetaData:
         write_column(self._group, column, encoded, dimension=self.dimension, attributes=attributes)
         if column not in self.columns:
             list_columns(self._group, [*self.columns, column])
+        elif column in replacing(self._group):
+            _finish_replacing(self._group, self.columns, done=[column])
 
     def _expanded(
         self, series: pd.Series, mask: np.ndarray, *, fill_value: object, column: str
@@ -740,6 +798,6 @@ class MetaData:
         ):
             msg = f"{self.where}: column {column!r} is protected and cannot be dropped"
             raise ReservedColumnError(msg)
-        list_columns(self._group, [c for c in self.columns if c != column])
+        _finish_replacing(self._group, [c for c in self.columns if c != column], done=[column])
         if node is not None:
             del self._group[column]

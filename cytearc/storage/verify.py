@@ -62,6 +62,7 @@ from cytearc.errors import (
     StoreDamageError,
 )
 from cytearc.io.importer import dataset_fingerprint
+from cytearc.metadata.table import REPLACING_ATTRIBUTE, replacing
 from cytearc.storage.counts import band_summaries, band_unit
 from cytearc.storage.damage import (
     DECODE_ERRORS,
@@ -765,6 +766,25 @@ def _headless_groups(store: Store) -> list[Check]:
     return checks
 
 
+def _interrupted_replacements(store: Store, assays: list[Assay]) -> list[Check]:
+    """The tables whose ``cytearc:replacing`` a commit killed while replacing columns left."""
+    checks = []
+    for table in [store.cells, *(a.features for a in assays)]:
+        marked = replacing(table.group)
+        if not marked:
+            continue
+        path = table.group.path
+        damage = Damage(
+            array=path,
+            chunk=None,
+            expected=f"no {REPLACING_ATTRIBUTE} (every column written whole)",
+            found=f"{REPLACING_ATTRIBUTE} {marked}: a writer was killed while replacing these columns",
+            remedy="run the operation that writes them again (for a pipeline run: `cytearc run` again), or drop them with the table's .drop(name)",
+        )
+        checks.append(Check(item=path, what="column replacement", status="damaged", damage=damage))
+    return checks
+
+
 def _array_check(item: str, array: zarr.Array[Any], expected: str, parts: list[Any]) -> Check:
     failed = next((p for p in parts if isinstance(p, _Unreadable)), None)
     if failed is not None:
@@ -802,8 +822,9 @@ def verify_store(store: Store) -> VerifyReport:
     -------
     VerifyReport
         Every check in order (each assay's ``counts``, ``countsT`` and
-        summaries, the dataset fingerprint, the artifacts, then the artifact
-        folders that lost their group metadata) and the first damage found.
+        summaries, the dataset fingerprint, the artifacts, the artifact
+        folders that lost their group metadata, then the tables a killed
+        commit left replacing columns) and the first damage found.
 
     Raises
     ------
@@ -835,4 +856,5 @@ def verify_store(store: Store) -> VerifyReport:
     )
     checks.extend(artifacts.judge(results[position:]))
     checks.extend(_headless_groups(store))
+    checks.extend(_interrupted_replacements(store, opened))
     return VerifyReport(location=store.where, checks=tuple(checks))

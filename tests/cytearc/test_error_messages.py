@@ -556,6 +556,19 @@ def _store_damage(store: Path) -> object:
 
 
 @case(
+    errors.InterruptedReplaceError,
+    r"<store>/cellData/group: a writer was killed while replacing the columns \['sample', "
+    r"'group'\] together, so their values may mix two writes; run the operation that writes them "
+    r"again \(for a pipeline run: `cytearc run` again\), or drop them with the table's "
+    r"\.drop\('group'\) and recompute them",
+)
+def _interrupted_replace(store: Path) -> object:
+    cells = zarr.open_group(store / "cellData", mode="r+")
+    cells.attrs["cytearc:replacing"] = ["sample", "group"]
+    return _open(store).cells.fetch_all("group")
+
+
+@case(
     errors.CountSummariesError,
     r"<store>/matrices/RNA/countSummaries/rowSums: chunk c/0 is missing \(it would read as zeros\); "
     r"the summaries of a store are complete - re-import the source, or rebuild the count arrays "

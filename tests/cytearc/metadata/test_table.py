@@ -18,6 +18,7 @@ import zarr
 from cytearc import DataStore, SparseToZarr
 from cytearc.errors import (
     CyteArcError,
+    InterruptedReplaceError,
     ReadOnlyStoreError,
     ReservedColumnError,
     StoreDamageError,
@@ -413,6 +414,84 @@ def test_a_column_lost_mid_replace_can_be_dropped(tmp_path: Path) -> None:
         table.fetch_all("score")
     table.drop("score")
     assert "score" not in table.columns
+
+
+class _Killed(BaseException):
+    """Stands for SIGKILL inside a commit: no handler runs, nothing after it is written."""
+
+
+def _replace_killed_after(table: MetaData, monkeypatch: pytest.MonkeyPatch, *, writes: int) -> None:
+    """A staged block replacing ``a`` and ``b`` and adding ``c``, killed after ``writes`` column writes."""
+    import cytearc.metadata.table as module  # noqa: PLC0415
+
+    real = module.write_column
+    calls = 0
+
+    def write(group: zarr.Group, *args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        if group is table.group:
+            if calls == writes:
+                raise _Killed
+            calls += 1
+        real(group, *args, **kwargs)
+
+    monkeypatch.setattr(module, "write_column", write)
+
+    def run() -> None:
+        with table.staged():
+            for name in ("a", "b", "c"):
+                table.insert(name, np.full(table.n_rows, 2.0), overwrite=True)
+
+    with pytest.raises(_Killed):
+        run()
+    monkeypatch.setattr(module, "write_column", real)
+
+
+@pytest.mark.parametrize("writes", [0, 1, 2])
+def test_a_commit_killed_while_replacing_columns_refuses_them_until_rewritten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writes: int
+) -> None:
+    """Replaced columns never read as a mix of two writes: they are refused until rewritten or dropped."""
+    table = _table(tmp_path)
+    for name in ("a", "b"):
+        table.insert(name, np.ones(table.n_rows))
+    _replace_killed_after(table, monkeypatch, writes=writes)
+    reopened = MetaData(table.group, dimension="cell", where="cells", writable=True)
+    assert "c" not in reopened.columns  # added columns appear only with the last write
+    for name in ("a", "b"):
+        with pytest.raises(InterruptedReplaceError, match=r"\['a', 'b'\] together"):
+            reopened.fetch_all(name)
+    assert reopened.fetch_all("bool").dtype == bool  # other columns read as before
+    with reopened.staged():  # the run again, which writes a but not b
+        reopened.insert("a", np.full(reopened.n_rows, 3.0), overwrite=True)
+    np.testing.assert_array_equal(reopened.fetch_all("a"), 3.0)
+    with pytest.raises(InterruptedReplaceError, match=r"\['b'\] together"):
+        reopened.fetch_all("b")
+    reopened.insert("b", np.full(reopened.n_rows, 4.0), overwrite=True)
+    np.testing.assert_array_equal(reopened.fetch_all("b"), 4.0)
+    assert "cytearc:replacing" not in reopened.group.attrs
+
+
+def test_a_column_left_mid_replace_can_be_dropped_and_verify_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drop removes a refused column; verify reports the table a killed commit left."""
+    table = _table(tmp_path)
+    for name in ("a", "b"):
+        table.insert(name, np.ones(table.n_rows))
+    _replace_killed_after(table, monkeypatch, writes=1)
+    table.drop("a")
+    assert table.group.attrs["cytearc:replacing"] == ["b"]
+    table.drop("b")
+    assert "cytearc:replacing" not in table.group.attrs
+    store = _copied_fixture(tmp_path)
+    ds = DataStore(store, zarr_mode="r+", cluster="threads", show_progress=False)
+    ds.cells.insert("a", np.ones(ds.cells.n_rows))
+    _replace_killed_after(ds.cells, monkeypatch, writes=0)
+    report = DataStore(store, cluster="threads", show_progress=False).verify()
+    assert report.damage is not None
+    assert report.damage.array == "cellData"
+    assert "cytearc:replacing" in report.damage.found
 
 
 def test_a_flipped_bit_in_a_column_chunk_is_named(tmp_path: Path) -> None:
