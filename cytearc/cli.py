@@ -341,19 +341,33 @@ def _export(args: argparse.Namespace) -> int:
         show_progress=not args.json,
     )
     if args.format == "mtx":
-        if args.run_label is not None:
-            msg = "--run: a Matrix Market folder holds counts only; export a run as h5ad"
+        if args.run_label is not None or args.matrix != "counts" or args.layer:
+            msg = "--run, --matrix and --layer: a Matrix Market folder holds raw counts only; export them as h5ad"
             raise ValueError(msg)
         path = ds.to_mtx(args.output, assay=args.assay, overwrite=args.overwrite)
     else:
         path = ds.to_h5ad(
-            args.output, assay=args.assay, run=args.run_label, overwrite=args.overwrite
+            args.output,
+            assay=args.assay,
+            matrix=args.matrix,
+            run=args.run_label,
+            layers=_layers(args.layer),
+            overwrite=args.overwrite,
         )
     doc = {"path": str(path), "format": args.format, "assay": args.assay, "cells": ds.cells.n_rows}
     print(
         json.dumps(doc, indent=2) if args.json else f"exported {args.assay} of {ds.where} to {path}"
     )
     return 0
+
+
+def _layers(given: list[str]) -> dict[str, str]:
+    """``--layer NAME=ASSAY`` (or ``--layer ASSAY``) as ``{layer: assay}``."""
+    layers = {}
+    for item in given:
+        name, _, assay = item.partition("=")
+        layers[name] = assay or name
+    return layers
 
 
 def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subparsers type)
@@ -377,6 +391,19 @@ def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpar
         dest="run_label",
         default=None,
         help="a run's label or id: its cells, clusters, PCA, UMAP and HVGs",
+    )
+    p.add_argument(
+        "--matrix",
+        choices=["counts", "normed"],
+        default="counts",
+        help="X: the raw counts, or normalized values (the run's, else the assay type's)",
+    )
+    p.add_argument(
+        "--layer",
+        action="append",
+        default=[],
+        metavar="NAME=ASSAY",
+        help="add an assay of the same features as a layer of raw counts (repeatable)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing file or folder")
     _engine_arguments(p)

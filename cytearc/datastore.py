@@ -24,6 +24,7 @@ from cytearc.ops.selection import SelectionLike, select_measured_cells
 from cytearc.storage.store import Store
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from pathlib import Path
 
     import pandas as pd
@@ -194,34 +195,49 @@ class DataStore(Store):
         discard_interrupted_assay(self, name)
         self.reopen_assays()
 
-    def to_anndata(self, *, assay: str = "RNA", run: str | None = None) -> AnnData:
-        """The assay's raw counts and the tables in memory (see :func:`cytearc.io.export.to_anndata`).
+    def to_anndata(
+        self,
+        *,
+        assay: str = "RNA",
+        matrix: str = "counts",
+        run: str | None = None,
+        layers: Mapping[str, str] | Sequence[str] | None = None,
+    ) -> AnnData:
+        """The assay's counts (or normalized values) and the tables in memory (see :func:`cytearc.io.export.to_anndata`).
 
         Parameters
         ----------
         assay
             The assay to export.
+        matrix
+            ``"counts"`` (raw, storage dtype) or ``"normed"`` (the run's
+            normalized values, or the assay type's normalization).
         run
             A completed run's label or id: its cells, clusters, PCA, UMAP and HVGs.
+        layers
+            Raw counts of assays with the same features as layers:
+            ``{layer: assay}`` or assay names (``{"counts": "RNA"}``).
 
         Returns
         -------
         anndata.AnnData
-            ``X`` (CSR, storage dtype), ``obs``, ``var`` and ``uns["cytearc"]``.
+            ``X`` (CSR), ``obs``, ``var``, ``layers`` and ``uns["cytearc"]``.
         """
         from cytearc.io.export import to_anndata  # noqa: PLC0415 (anndata loads on use)
 
-        return to_anndata(self, assay=assay, run=run)
+        return to_anndata(self, assay=assay, matrix=matrix, run=run, layers=layers)
 
     def to_h5ad(
         self,
         path: str | Path,
         *,
         assay: str = "RNA",
+        matrix: str = "counts",
         run: str | None = None,
+        layers: Mapping[str, str] | Sequence[str] | None = None,
         overwrite: bool = False,
     ) -> Path:
-        """Write the assay as an H5AD file, ``X`` streamed band by band (see :func:`cytearc.io.export.to_h5ad`).
+        """Write the assay as an H5AD file, ``X`` and layers streamed band by band (see :func:`cytearc.io.export.to_h5ad`).
 
         Parameters
         ----------
@@ -229,8 +245,12 @@ class DataStore(Store):
             The file.
         assay
             The assay to export.
+        matrix
+            ``"counts"`` or ``"normed"``, as for :meth:`to_anndata`.
         run
             A completed run's label or id: its cells, clusters, PCA, UMAP and HVGs.
+        layers
+            Raw counts of assays with the same features, as for :meth:`to_anndata`.
         overwrite
             Replace an existing file.
 
@@ -241,7 +261,15 @@ class DataStore(Store):
         """
         from cytearc.io.export import to_h5ad  # noqa: PLC0415
 
-        return to_h5ad(self, path, assay=assay, run=run, overwrite=overwrite)
+        return to_h5ad(
+            self,
+            path,
+            assay=assay,
+            matrix=matrix,
+            run=run,
+            layers=layers,
+            overwrite=overwrite,
+        )
 
     def to_mtx(self, directory: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
         """Write the assay as a 10x Matrix Market folder (see :func:`cytearc.io.export.to_mtx`).

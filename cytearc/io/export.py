@@ -1,4 +1,4 @@
-"""Exports of an assay's raw counts: AnnData in memory, H5AD streamed to disk, 10x Matrix Market.
+"""Exports of an assay's counts or normalized values: AnnData in memory, H5AD streamed to disk, 10x Matrix Market.
 
 ``obs`` is the cell table (index: the cell ids) without the membership
 columns of other assays; ``var`` the assay's feature table (index: the
@@ -6,8 +6,12 @@ feature ids; ``names`` as ``gene_symbols``, the column scanpy's plots take
 and the H5AD import reads back as names). The exported assay's membership column, when it has one, is an
 ordinary ``obs`` column declared in ``uns["cytearc"]["assayMembership"]``
 (``{assay: column}``), which :class:`~cytearc.io.converters.H5adToZarr`
-restores; ``uns["cytearc"]`` also records the assay, its type and the
-dataset and counts fingerprints.
+restores; ``uns["cytearc"]`` also records the assay, its type, the
+dataset and counts fingerprints, ``matrix`` (``"counts"`` or ``"normed"``,
+with ``normalization`` naming the run's artifact or the method), and
+``layers`` (``{layer: assay}``: raw counts of assays with the exported
+assay's features, which cannot declare membership, so an assay that did not
+measure every exported cell is refused as a layer).
 
 :func:`to_h5ad` writes ``X`` as CSR band by band of whole shards sized from
 the engine's budget, so its memory is one band however large the store; the
@@ -22,6 +26,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,14 +48,18 @@ from cytearc.metadata.membership import membership_column
 from cytearc.storage.destinations import validate_local_path
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
+
+    import dask.array as da
 
     from cytearc.assays.assay import Assay
     from cytearc.pipeline.runner import PipelineRun
     from cytearc.storage.store import Store
 
 __all__ = ["to_anndata", "to_h5ad", "to_mtx"]
+
+_MATRICES = ("counts", "normed")
 
 
 def _obs(store: Store, assay: str) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -86,24 +95,35 @@ def _uns(store: Store, assay: str, membership: dict[str, str]) -> dict[str, Any]
     }
 
 
-def _bands(store: Store, assay: str, cells: np.ndarray | None = None) -> Iterator[sp.csr_matrix]:
-    """The assay's counts (of the cells at positions ``cells``, default all) as CSR bands, one at a time."""
-    counts = store.assays[assay]
+def _bands(store: Store, x: da.Array, *, shard_rows: int) -> Iterator[sp.csr_matrix]:
+    """``x`` (cells x features) as CSR bands of whole ``shard_rows`` sized from the budget, one at a time."""
     engine = store.engine
-    x = counts.counts
-    shard_rows = int(x.chunks[0][0])
-    if cells is not None:
-        x = x[cells]
     rows = aligned_rows(
         budget=engine.worker_memory(),
-        row_bytes=max(counts.shape[1], 1) * 8,
+        row_bytes=max(int(x.shape[1]), 1) * 8,
         shard_rows=shard_rows,
         n_rows=int(x.shape[0]),
     )
-    x = x.rechunk((rows, counts.shape[1]))
+    x = x.rechunk((rows, int(x.shape[1])))
     for i in range(x.numblocks[0]):
         (block,) = engine.compute(x.blocks[i, 0].map_blocks(sp.csr_matrix, dtype=x.dtype))
         yield sp.csr_matrix(block)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Matrix:
+    """One exported matrix: its lazy values (exported cells x features) and the rows of its unit."""
+
+    values: da.Array
+    shard_rows: int
+
+    def bands(self, store: Store) -> Iterator[sp.csr_matrix]:
+        return _bands(store, self.values, shard_rows=self.shard_rows)
+
+
+def _counts_matrix(counts: Assay, cells: np.ndarray | None) -> _Matrix:
+    x = counts.counts
+    return _Matrix(values=x if cells is None else x[cells], shard_rows=int(x.chunks[0][0]))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +136,8 @@ class _Export:
     obsm: dict[str, np.ndarray]
     cells: np.ndarray | None
     """Positions of the exported cells (a run's cells), or None for every cell."""
+    x: _Matrix
+    layers: dict[str, _Matrix]
 
 
 def _run_of(store: Store, run: str) -> PipelineRun:
@@ -128,38 +150,160 @@ def _run_of(store: Store, run: str) -> PipelineRun:
         return pipeline.open(run)
 
 
-def _plan(store: Store, assay: str, run: str | None) -> _Export:
+def _layer_assays(
+    store: Store, assay: str, layers: Mapping[str, str] | Sequence[str] | None
+) -> dict[str, str]:
+    """``layers`` as ``{layer: assay}``, each an assay of the exported assay's features, checked."""
+    if layers is None:
+        return {}
+    chosen = dict(layers) if isinstance(layers, Mapping) else {name: name for name in layers}
+    ids = store.assays[assay].features.fetch_all("ids")
+    for layer, source in chosen.items():
+        if not layer or "/" in layer:
+            msg = f"layers: layer name {layer!r} is not a non-empty string without '/'; rename it"
+            raise OperationArgumentError(msg)
+        other = store.assays[source].features.fetch_all("ids")
+        if len(other) != len(ids) or not np.array_equal(other, ids):
+            msg = f"{store.where}: layers: assay {source!r} ({len(other)} features) does not have the features of {assay!r} ({len(ids)}) in the same order; a layer holds the exported assay's features - export {source!r} on its own"
+            raise OperationArgumentError(msg)
+    return chosen
+
+
+def _refuse_unmeasured(
+    store: Store, source: str, cells: np.ndarray | None, *, operation: str, remedy: str
+) -> None:
+    """Raise when ``source`` did not measure every exported cell (a layer or MTX cannot declare it)."""
+    column = membership_column(store.cells, source)
+    if column is None:
+        return
+    measured = store.cells.fetch_all(column).astype(bool)
+    if cells is not None:
+        measured = measured[cells]
+    unmeasured = int(np.count_nonzero(~measured))
+    if unmeasured:
+        raise UnmeasuredCellsError(
+            f"{store.where}: {operation}", source, column, unmeasured, len(measured), remedy
+        )
+
+
+def _normed(
+    store: Store, assay: str, recorded: PipelineRun | None, cells: np.ndarray | None
+) -> tuple[_Matrix, dict[str, Any]]:
+    """The normalized values of the exported cells: the run's ``normalized`` artifact, or computed."""
+    from cytearc.ops.normalize import default_method, normalized_graph  # noqa: PLC0415 (the operations import the store)
+
     counts = store.assays[assay]
+    shard_rows = int(counts.counts.chunks[0][0])
+    if recorded is not None:
+        artifact = recorded.artifact("normalized")
+        values = artifact.lazy("data")
+        if cells is None or values.shape[0] != len(cells):
+            msg = f"{store.where}: run {recorded.run_id}: its normalized values hold {values.shape[0]} cells, its cell selection {0 if cells is None else len(cells)}; the run's records are damaged - run `cytearc verify`"
+            raise OperationArgumentError(msg)
+        return _Matrix(values=values, shard_rows=int(values.chunks[0][0])), {
+            "artifact": str(artifact.ref),
+            **artifact.parameters,
+        }
+    method = default_method(counts.assayType)
+    rows = np.arange(counts.shape[0]) if cells is None else cells
+    idf = None
+    if method == "tfidf":
+        measured = store.cells.fetch_all(membership_column(store.cells, assay) or "I").astype(bool)
+        x = counts.counts.rechunk({1: -1})[np.flatnonzero(measured)]
+        (detected,) = store.engine.compute((x > 0).sum(axis=0))
+        idf = int(measured.sum()) / (1.0 + np.asarray(detected, dtype=np.float64))
+    values = normalized_graph(counts, rows, method=method, target_sum=1e4, log1p=True, idf=idf)
+    return _Matrix(values=values, shard_rows=shard_rows), {
+        "method": method,
+        "targetSum": None if method == "clr" else 1e4,
+        "log1p": True,
+    }
+
+
+def _plan(
+    store: Store,
+    assay: str,
+    run: str | None,
+    *,
+    matrix: str = "counts",
+    layers: Mapping[str, str] | Sequence[str] | None = None,
+) -> _Export:
+    if matrix not in _MATRICES:
+        msg = f"matrix: expected one of {list(_MATRICES)}, found {matrix!r}; pass one of them"
+        raise OperationArgumentError(msg)
+    counts = store.assays[assay]
+    chosen = _layer_assays(store, assay, layers)
     obs, membership = _obs(store, assay)
     var = _var(counts)
     uns = _uns(store, assay, membership)
-    if run is None:
-        return _Export(obs=obs, var=var, uns=uns, obsm={}, cells=None)
-    recorded = _run_of(store, run)
-    if recorded.record.assay != assay:
-        msg = f"{store.where}: run {run!r} analysed assay {recorded.record.assay}, not {assay}; export assay={recorded.record.assay!r}"
-        raise OperationArgumentError(msg)
-    cells = np.flatnonzero(recorded.artifact("cells").read("mask").astype(bool))
-    obs = obs.iloc[cells].drop(columns=list(membership.values()), errors="ignore")
-    labels = recorded.artifact("clustering").read("labels")
-    obs[f"{assay}_leiden_cluster"] = pd.Categorical(
-        labels.astype(str), categories=[str(c) for c in sorted(set(labels.tolist()))]
+    obsm: dict[str, np.ndarray] = {}
+    cells = None
+    recorded = None
+    if run is not None:
+        recorded = _run_of(store, run)
+        if recorded.record.assay != assay:
+            msg = f"{store.where}: run {run!r} analysed assay {recorded.record.assay}, not {assay}; export assay={recorded.record.assay!r}"
+            raise OperationArgumentError(msg)
+        cells = np.flatnonzero(recorded.artifact("cells").read("mask").astype(bool))
+        obs = obs.iloc[cells].drop(columns=list(membership.values()), errors="ignore")
+        labels = recorded.artifact("clustering").read("labels")
+        obs[f"{assay}_leiden_cluster"] = pd.Categorical(
+            labels.astype(str), categories=[str(c) for c in sorted(set(labels.tolist()))]
+        )
+        var["highly_variable"] = recorded.artifact("hvgs").read("highly_variable").astype(bool)
+        uns["cytearc"] = {
+            **uns["cytearc"],
+            "assayMembership": {},
+            "run": {"runId": recorded.run_id, "label": recorded.record.label or ""},
+        }
+        obsm = {
+            "X_pca": np.asarray(recorded.artifact("pca").read("coords"), dtype=np.float32),
+            "X_umap": np.asarray(recorded.artifact("umap").read("coords"), dtype=np.float32),
+        }
+    for source in chosen.values():
+        if source != assay:
+            _refuse_unmeasured(
+                store,
+                source,
+                cells,
+                operation="layers",
+                remedy="a layer cannot declare membership - export that assay on its own, or "
+                "subset to the cells it measured first",
+            )
+    x = _counts_matrix(counts, cells)
+    uns["cytearc"] = {**uns["cytearc"], "matrix": matrix, "layers": chosen}
+    if matrix == "normed":
+        x, normalization = _normed(store, assay, recorded, cells)
+        uns["cytearc"]["normalization"] = normalization
+    return _Export(
+        obs=obs,
+        var=var,
+        uns=uns,
+        obsm=obsm,
+        cells=cells,
+        x=x,
+        layers={
+            layer: _counts_matrix(store.assays[source], cells) for layer, source in chosen.items()
+        },
     )
-    var["highly_variable"] = recorded.artifact("hvgs").read("highly_variable").astype(bool)
-    uns["cytearc"] = {
-        **uns["cytearc"],
-        "assayMembership": {},
-        "run": {"runId": recorded.run_id, "label": recorded.record.label or ""},
-    }
-    obsm = {
-        "X_pca": np.asarray(recorded.artifact("pca").read("coords"), dtype=np.float32),
-        "X_umap": np.asarray(recorded.artifact("umap").read("coords"), dtype=np.float32),
-    }
-    return _Export(obs=obs, var=var, uns=uns, obsm=obsm, cells=cells)
 
 
-def to_anndata(store: Store, *, assay: str = "RNA", run: str | None = None) -> ad.AnnData:
-    """The assay's raw counts and the tables as an in-memory :class:`anndata.AnnData`.
+def _in_memory(store: Store, part: _Matrix) -> sp.csr_matrix:
+    bands = list(part.bands(store))
+    if bands:
+        return sp.vstack(bands, format="csr")
+    return sp.csr_matrix(part.values.shape, dtype=part.values.dtype)
+
+
+def to_anndata(
+    store: Store,
+    *,
+    assay: str = "RNA",
+    matrix: str = "counts",
+    run: str | None = None,
+    layers: Mapping[str, str] | Sequence[str] | None = None,
+) -> ad.AnnData:
+    """The assay's raw counts (or normalized values) and the tables as an in-memory :class:`anndata.AnnData`.
 
     Parameters
     ----------
@@ -167,32 +311,63 @@ def to_anndata(store: Store, *, assay: str = "RNA", run: str | None = None) -> a
         The store.
     assay
         The assay to export.
+    matrix
+        ``"counts"`` (the raw counts, in the storage dtype) or ``"normed"``:
+        with ``run``, the run's ``normalized`` values; without, the assay
+        type's normalization (``log1p`` of counts scaled to 10,000 per cell
+        for RNA, CLR for ADT and HTO, TF-IDF for ATAC) as float32.
+        ``uns["cytearc"]["normalization"]`` records which.
     run
         A completed pipeline run's label (or id): export its cells only, with
         its clusters (``obs["<assay>_leiden_cluster"]``), PCA and UMAP
         (``obsm["X_pca"]``, ``obsm["X_umap"]``) and HVGs
         (``var["highly_variable"]``).
+    layers
+        Raw counts to add as ``layers``: ``{layer: assay}``, or assay names
+        (each layer named by its assay). Each assay must have the exported
+        assay's features in the same order (``spliced`` and ``unspliced``
+        of a loom import, or the assay itself, ``{"counts": "RNA"}``, next
+        to ``matrix="normed"``), and must have measured every exported cell.
 
     Returns
     -------
     anndata.AnnData
-        ``X`` a CSR matrix in the storage dtype, ``obs``, ``var``, ``obsm``
-        and ``uns["cytearc"]`` (see the module documentation).
+        ``X`` a CSR matrix, ``obs``, ``var``, ``obsm``, ``layers`` and
+        ``uns["cytearc"]`` (see the module documentation).
 
     Raises
     ------
     AssayNotFoundError
-        The store has no such assay.
+        The store has no such assay (exported, or named by ``layers``).
     RunNotFoundError
         No run of that label or id.
     OperationArgumentError
-        The run analysed another assay.
+        The run analysed another assay, ``matrix`` is unknown, or a layer's
+        assay has other features.
+    UnmeasuredCellsError
+        A layer's assay did not measure every exported cell.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=200, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, cluster="threads", show_progress=False)
+    >>> adata = ds.to_anndata(matrix="normed", layers={"counts": "RNA"})
+    >>> adata.X.dtype, adata.layers["counts"].dtype.kind, adata.uns["cytearc"]["matrix"]
+    (dtype('float32'), 'u', 'normed')
     """
-    counts = store.assays[assay]
-    plan = _plan(store, assay, run)
-    bands = list(_bands(store, assay, plan.cells))
-    x = sp.vstack(bands, format="csr") if bands else sp.csr_matrix(counts.shape, dtype=counts.dtype)
-    return ad.AnnData(X=x, obs=plan.obs, var=plan.var, uns=plan.uns, obsm=plan.obsm)
+    plan = _plan(store, assay, run, matrix=matrix, layers=layers)
+    return ad.AnnData(
+        X=_in_memory(store, plan.x),
+        obs=plan.obs,
+        var=plan.var,
+        uns=plan.uns,
+        obsm=plan.obsm,
+        layers={name: _in_memory(store, part) for name, part in plan.layers.items()},
+    )
 
 
 def _temporary(path: Path) -> Path:
@@ -210,10 +385,16 @@ def to_h5ad(
     path: str | os.PathLike[str],
     *,
     assay: str = "RNA",
+    matrix: str = "counts",
     run: str | None = None,
+    layers: Mapping[str, str] | Sequence[str] | None = None,
     overwrite: bool = False,
 ) -> Path:
-    """Write the assay's raw counts and the tables as an H5AD file, streaming ``X`` band by band.
+    """Write the assay's raw counts (or normalized values) and the tables as an H5AD file, streamed.
+
+    ``X`` and each layer are written as CSR band by band of whole shards
+    sized from the engine's budget, so memory is one band however large the
+    store. Everything is checked before the file is written.
 
     Parameters
     ----------
@@ -223,8 +404,12 @@ def to_h5ad(
         The ``.h5ad`` file to write (a local path).
     assay
         The assay to export.
+    matrix
+        ``"counts"`` or ``"normed"``, as for :func:`to_anndata`.
     run
         A completed pipeline run's label (or id), as for :func:`to_anndata`.
+    layers
+        Raw counts of assays with the same features, as for :func:`to_anndata`.
     overwrite
         Replace an existing file.
 
@@ -241,10 +426,12 @@ def to_h5ad(
         ``path`` is a URL.
     AssayNotFoundError
         The store has no such assay.
+    OperationArgumentError, UnmeasuredCellsError
+        As for :func:`to_anndata`.
     """
     target = validate_local_path(path, kind="H5AD files")
     _refuse_existing(target, overwrite=overwrite)
-    plan = _plan(store, assay, run)
+    plan = _plan(store, assay, run, matrix=matrix, layers=layers)
     tmp = _temporary(target)
     try:
         with h5py.File(tmp, "w") as f:
@@ -256,17 +443,26 @@ def to_h5ad(
             write_elem(f, "obsm", plan.obsm)
             for name in ("varm", "obsp", "varp", "layers"):
                 write_elem(f, name, {})
-            x = None
-            for band in _bands(store, assay, plan.cells):
-                if x is None:
-                    write_elem(f, "X", band)
-                    x = sparse_dataset(f["X"])
-                else:
-                    x.append(band)
+            _stream(store, f, "X", plan.x)
+            for name, part in plan.layers.items():
+                _stream(store, f, f"layers/{name}", part)
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
     return target
+
+
+def _stream(store: Store, f: h5py.File, key: str, part: _Matrix) -> None:
+    """Write ``part`` as the CSR element ``key``, one band at a time."""
+    written = None
+    for band in part.bands(store):
+        if written is None:
+            write_elem(f, key, band)
+            written = sparse_dataset(f[key])
+        else:
+            written.append(band)
+    if written is None:
+        write_elem(f, key, sp.csr_matrix(part.values.shape, dtype=part.values.dtype))
 
 
 def to_mtx(
@@ -306,21 +502,15 @@ def to_mtx(
     """
     target = validate_local_path(directory, kind="Matrix Market folders")
     counts = store.assays[assay]
-    column = membership_column(store.cells, assay)
-    if column is not None:
-        measured = store.cells.fetch_all(column).astype(bool)
-        unmeasured = int(np.count_nonzero(~measured))
-        if unmeasured:
-            raise UnmeasuredCellsError(
-                f"{store.where}: to_mtx",
-                assay,
-                column,
-                unmeasured,
-                len(measured),
-                "Matrix Market would read them back as measured cells - export with to_h5ad, "
-                f"which declares the membership, or subset to the measured cells first "
-                f"(SubsetZarr(..., cells={column!r}))",
-            )
+    _refuse_unmeasured(
+        store,
+        assay,
+        None,
+        operation="to_mtx",
+        remedy="Matrix Market would read them back as measured cells - export with to_h5ad, "
+        "which declares the membership, or subset to the measured cells first "
+        f"(SubsetZarr(..., cells={membership_column(store.cells, assay)!r}))",
+    )
     _refuse_existing(target, overwrite=overwrite)
     tmp = _temporary(target)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -343,7 +533,7 @@ def _write_mtx(store: Store, counts: Assay, folder: Path, *, assay: str) -> None
         out.write(f"%%MatrixMarket matrix coordinate {field} general\n%\n")
         out.write(f"{n_features} {n_cells} {nnz}\n")
         first = 0
-        for band in _bands(store, assay):
+        for band in _counts_matrix(counts, None).bands(store):
             coo = band.tocoo()
             keep = coo.data != 0
             entries = pd.DataFrame(

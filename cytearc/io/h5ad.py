@@ -317,6 +317,12 @@ class H5adSource(FileSource):
                 msg = f"{self._path}: the file has no X; choose a layer with layer="
                 raise SourceFormatError(msg)
             key = "X"
+            matrix = self._file.get("uns/cytearc/matrix")
+            if isinstance(matrix, h5py.Dataset) and matrix.asstr()[()] == "normed":
+                layers = self._file.get("layers")
+                available = sorted(layers) if isinstance(layers, h5py.Group) else []
+                msg = f"{self._path}: X holds normalized values (uns/cytearc/matrix is 'normed': a CyteArc export), not counts; import the raw counts of a layer with layer= (the file has the layers {available}), or export the store with matrix='counts'"
+                raise SourceFormatError(msg)
         else:
             layers = self._file.get("layers")
             available = sorted(layers) if isinstance(layers, h5py.Group) else []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import shutil
 from typing import TYPE_CHECKING
 
 import anndata as ad
@@ -11,9 +12,15 @@ import pandas as pd
 import pytest
 import scanpy as sc
 import scipy.io
+import zarr
 
 from cytearc import DataStore, import_10x_h5, import_10x_mtx, import_h5ad
-from cytearc.errors import DestinationExistsError, UnmeasuredCellsError
+from cytearc.errors import (
+    DestinationExistsError,
+    OperationArgumentError,
+    SourceFormatError,
+    UnmeasuredCellsError,
+)
 from cytearc.testing import write_membership
 from cytearc.tools import DataStoreMerge
 
@@ -230,3 +237,59 @@ def test_a_run_exports_its_cells_clusters_embeddings_and_hvgs(tmp_path: Path) ->
         len(adata.uns["rank_genes_groups"]["names"].dtype.names)
         == adata.obs["RNA_leiden_cluster"].nunique()
     )
+    normed = ad.read_h5ad(
+        ds.to_h5ad(tmp_path / "normed.h5ad", run="first", matrix="normed", layers={"counts": "RNA"})
+    )
+    np.testing.assert_array_equal(normed.X.toarray(), run.artifact("normalized").read("data"))
+    np.testing.assert_array_equal(normed.layers["counts"].toarray(), adata.X.toarray())
+    assert normed.uns["cytearc"]["normalization"]["artifact"] == str(run.artifact("normalized").ref)
+    with pytest.raises(SourceFormatError, match=r"X holds normalized values .* \['counts'\]"):
+        import_h5ad(tmp_path / "normed.h5ad", tmp_path / "normed.zarr", **THREADS)
+    assert not (tmp_path / "normed.zarr").exists()
+    again = import_h5ad(
+        tmp_path / "normed.h5ad", tmp_path / "normed.zarr", layer="counts", **THREADS
+    )
+    np.testing.assert_array_equal(_open(again.path).RNA.counts.compute(), adata.X.toarray())
+
+
+def test_normed_without_a_run_is_the_assay_types_normalization(cite: Path) -> None:
+    """RNA as scanpy's normalize_total + log1p computes it, ADT as the centred log ratio."""
+    ds = _open(cite)
+    rna = ds.to_anndata(matrix="normed", layers=["RNA"])
+    reference = ad.AnnData(X=rna.layers["RNA"].astype(np.float64))
+    sc.pp.normalize_total(reference, target_sum=1e4)
+    sc.pp.log1p(reference)
+    assert rna.X.dtype == np.float32
+    np.testing.assert_allclose(rna.X.toarray(), reference.X.toarray(), rtol=1e-6, atol=1e-6)
+    assert rna.uns["cytearc"]["normalization"]["method"] == "library_size"
+    adt = ds.to_anndata(assay="ADT", matrix="normed")
+    counts = ds.ADT.counts.compute().astype(np.float64)
+    clr = np.log1p(counts / np.exp(np.log1p(counts).mean(axis=1, keepdims=True)))
+    np.testing.assert_allclose(adt.X.toarray(), clr, rtol=1e-6, atol=1e-6)
+
+
+def test_layers_are_refused_before_writing(cite: Path, tmp_path: Path) -> None:
+    """A layer of other features, of an assay that did not measure every cell, or a bad matrix writes nothing."""
+    store = tmp_path / "two.zarr"
+    shutil.copytree(cite, store)
+    for part in ("RNA", "matrices/RNA"):
+        shutil.copytree(store / part, store / part.replace("RNA", "RNA2"))
+    root = zarr.open_group(store, mode="r+")
+    root.attrs["assayTypes"] = {**root.attrs["assayTypes"], "RNA2": "RNA"}
+    ds = _open(store)
+    measured = np.arange(ds.cells.n_rows) % 3 > 0
+    write_membership(store, "RNA2", measured)
+    ds = _open(store)
+    target = tmp_path / "out.h5ad"
+    with pytest.raises(OperationArgumentError, match=r"assay 'ADT' \(\d+ features\) does not have"):
+        ds.to_h5ad(target, layers={"adt": "ADT"})
+    with pytest.raises(UnmeasuredCellsError, match=r"layers: .*RNA2"):
+        ds.to_h5ad(target, layers={"other": "RNA2"})
+    with pytest.raises(
+        OperationArgumentError, match=r"matrix: expected one of \['counts', 'normed'\]"
+    ):
+        ds.to_h5ad(target, matrix="log")
+    assert not target.exists()
+    with_layer = ad.read_h5ad(ds.to_h5ad(target, assay="RNA2", layers={"rna": "RNA"}))
+    np.testing.assert_array_equal(with_layer.layers["rna"].toarray(), with_layer.X.toarray())
+    assert with_layer.uns["cytearc"]["assayMembership"] == {"RNA2": "RNA2_I"}
