@@ -55,6 +55,7 @@ from cytearc.errors import (
     StoreFormatError,
     StoreNotFoundError,
     UnmeasuredCellsError,
+    WorkspaceNotFoundError,
 )
 from cytearc.io import (
     SparseToZarr,
@@ -118,6 +119,7 @@ __all__ = [
     "StoreFormatError",
     "StoreNotFoundError",
     "UnmeasuredCellsError",
+    "WorkspaceNotFoundError",
     "__version__",
     "errors",
     "import_10x_h5",

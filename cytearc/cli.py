@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``verify``, ``subset``, ``merge``, ``repack``, ``export``, ``run``, ``runs``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``workspace``, ``verify``, ``subset``, ``merge``, ``repack``, ``export``, ``run``, ``runs``, ``pool`` and ``demo``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
@@ -60,9 +60,11 @@ def _import(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     from cytearc.datastore import DataStore  # noqa: PLC0415
 
-    ds = DataStore(args.store)
+    ds = DataStore(args.store, workspace=args.workspace)
     doc: dict[str, Any] = {
         "path": ds.where,
+        "workspace": ds.workspace,
+        "workspaces": ds.workspaces,
         "cells": ds.cells.n_rows,
         "datasetFingerprint": ds.dataset_fingerprint,
         "cellColumns": ds.cells.columns,
@@ -82,12 +84,29 @@ def _info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    print(f"store {doc['path']}: {doc['cells']} cells, dataset {doc['datasetFingerprint']}")
+    place = doc["path"] if ds.workspace is None else f"{doc['path']} (workspace {ds.workspace})"
+    print(f"store {place}: {doc['cells']} cells, dataset {doc['datasetFingerprint']}")
+    if ds.workspaces:
+        print(f"  workspaces: {', '.join(ds.workspaces)}")
     for name, a in doc["assays"].items():
         print(
             f"  {name} ({a['type']}): {a['shape'][0]} x {a['shape'][1]} {a['dtype']}, shards {a['shards']}, layout {a['layout']}, countsT {'yes' if a['countsT'] else 'no'}"
         )
         print(f"    counts {a['contentFingerprint']}")
+    return 0
+
+
+def _workspace(args: argparse.Namespace) -> int:
+    from cytearc.datastore import DataStore  # noqa: PLC0415
+
+    ds = DataStore(args.store, zarr_mode="r+", workspace=args.workspace, show_progress=False)
+    created = ds.create_workspace(args.name, overwrite=args.overwrite)
+    doc = {"path": created.where, "workspace": created.workspace, "workspaces": created.workspaces}
+    print(
+        json.dumps(doc, indent=2)
+        if args.json
+        else f"created workspace {created.workspace} of {created.where} ({created.cells.n_rows} cells)"
+    )
     return 0
 
 
@@ -100,6 +119,7 @@ def _verify(args: argparse.Namespace) -> int:
         ds = DataStore(
             args.store,
             zarr_mode="r+" if args.discard_unpublished else "r",
+            workspace=args.workspace,
             mem_budget=args.mem_budget,
             workers=args.workers,
             cluster=args.cluster,
@@ -149,6 +169,7 @@ def _writable_store(args: argparse.Namespace) -> DataStore:
     return DataStore(
         args.store,
         zarr_mode="r+",
+        workspace=args.workspace,
         mem_budget=args.mem_budget,
         workers=args.workers,
         cluster=args.cluster,
@@ -189,10 +210,10 @@ def _runs(args: argparse.Namespace) -> int:
         if not args.label or not args.reason:
             print("error: --abandon RUN_ID needs --label and --reason", file=sys.stderr)
             return 2
-        ds = DataStore(args.store, zarr_mode="r+", cluster="threads")
+        ds = DataStore(args.store, zarr_mode="r+", cluster="threads", workspace=args.workspace)
         ds.pipeline.abandon_label_claim(label=args.label, run_id=args.abandon, reason=args.reason)
     else:
-        ds = DataStore(args.store, cluster="threads")
+        ds = DataStore(args.store, cluster="threads", workspace=args.workspace)
     runs = [
         {
             "runId": r.run_id,
@@ -274,6 +295,12 @@ def _engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _workspace_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--workspace", default=None, help="open this workspace of the store (default its root)"
+    )
+
+
 def _separator(text: str) -> str:
     r"""A field delimiter as typed in a shell, where a tab is written ``\t``."""
     return "\t" if text == "\\t" else text
@@ -314,7 +341,23 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     )
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
+    _workspace_argument(p)
     p.set_defaults(run=_info)
+    p = sub.add_parser(
+        "workspace",
+        help="create a workspace: its own cell and feature tables, artifacts and runs over the store's counts",
+    )
+    p.add_argument("store")
+    p.add_argument("name", help="the new workspace")
+    p.add_argument(
+        "--from",
+        dest="workspace",
+        default=None,
+        help="start from this workspace's tables (default the store's root)",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a workspace of that name")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(run=_workspace)
     p = sub.add_parser(
         "verify",
         help="read every value and check it against the store's fingerprints, summaries and digests",
@@ -327,6 +370,7 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
         "(only when no process is writing to the store)",
     )
     _engine_arguments(p)
+    _workspace_argument(p)
     p.set_defaults(run=_verify)
 
 
@@ -335,6 +379,7 @@ def _export(args: argparse.Namespace) -> int:
 
     ds = DataStore(
         args.store,
+        workspace=args.workspace,
         mem_budget=args.mem_budget,
         workers=args.workers,
         cluster=args.cluster,
@@ -407,6 +452,7 @@ def _tool_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpar
     )
     p.add_argument("--overwrite", action="store_true", help="replace an existing file or folder")
     _engine_arguments(p)
+    _workspace_argument(p)
     p.set_defaults(run=_export)
     repack.add_arguments(
         sub.add_parser(
@@ -432,6 +478,7 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
         help="a stage option, e.g. --set n_top=3000 --set resolution=0.8 (JSON values)",
     )
     _engine_arguments(p)
+    _workspace_argument(p)
     p.set_defaults(run=_run)
     p = sub.add_parser(
         "runs",
@@ -449,6 +496,7 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
         "--reason", default=None, help="with --abandon: why the process is known to have stopped"
     )
     p.add_argument("--json", action="store_true", help="print the runs as JSON")
+    _workspace_argument(p)
     p.set_defaults(run=_runs)
     p = sub.add_parser("pool", help="pool cells by sample and group into a CytePool cube")
     p.add_argument("store")
@@ -460,6 +508,7 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
     p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
     p.add_argument("--overwrite", action="store_true")
     _engine_arguments(p)
+    _workspace_argument(p)
     p.set_defaults(run=_pool)
     p = sub.add_parser(
         "demo",

@@ -56,6 +56,10 @@ class DataStore(Store):
         For fsspec URLs (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
     show_progress
         Progress bars on long computations.
+    workspace
+        Open this workspace of the store (:meth:`create_workspace` makes
+        one): its own cell table, feature tables, artifacts and runs over
+        the store's count matrices. None (default) for the store's root.
 
     Raises
     ------
@@ -64,6 +68,8 @@ class DataStore(Store):
     StoreFormatError
         The store is of another format, incomplete, or its arrays disagree
         with its metadata.
+    WorkspaceNotFoundError
+        The store has no complete workspace ``workspace``.
 
     Examples
     --------
@@ -85,6 +91,55 @@ class DataStore(Store):
                 return assays[name]
             msg = f"{type(self).__name__!r} has no attribute or assay {name!r}; its assays are {sorted(assays)}"
             raise AttributeError(msg)
+
+    def open_workspace(self, name: str | None) -> DataStore:
+        """The same store opened in the workspace ``name`` (None: its root), with the same options.
+
+        Parameters
+        ----------
+        name
+            A workspace of :attr:`workspaces`, or None.
+
+        Returns
+        -------
+        DataStore
+            A new open store.
+
+        Raises
+        ------
+        WorkspaceNotFoundError
+            The store has no complete workspace ``name``.
+        """
+        return type(self)(**{**self._reopen, "workspace": name})
+
+    def create_workspace(self, name: str, *, overwrite: bool = False) -> DataStore:
+        """Create the workspace ``name`` from this store's tables and open it (see :func:`cytearc.tools.create_workspace`).
+
+        Parameters
+        ----------
+        name
+            The new workspace.
+        overwrite
+            Replace a workspace of that name (its tables, artifacts and runs).
+
+        Returns
+        -------
+        DataStore
+            The store opened in the new workspace.
+
+        Raises
+        ------
+        ReadOnlyStoreError
+            The store was opened read-only.
+        OperationArgumentError
+            ``name`` is not valid or names an assay.
+        DestinationExistsError
+            The workspace exists and ``overwrite`` is False.
+        """
+        from cytearc.tools.workspace import create_workspace  # noqa: PLC0415 (the tools import the store)
+
+        create_workspace(self, name, overwrite=overwrite)
+        return self.open_workspace(name)
 
     def select_measured_cells(
         self, assay: str, cell_selection: SelectionLike = None

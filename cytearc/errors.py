@@ -64,6 +64,7 @@ __all__ = [
     "StoreFormatError",
     "StoreNotFoundError",
     "UnmeasuredCellsError",
+    "WorkspaceNotFoundError",
 ]
 
 
@@ -110,6 +111,13 @@ class AssayTypeError(CyteArcError):
 
 class ColumnNotFoundError(CyteArcError, KeyError):
     """A cell or feature table (or a run's snapshot of one) has no column of that name."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class WorkspaceNotFoundError(CyteArcError, KeyError):
+    """The store has no (complete) workspace of that name."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])

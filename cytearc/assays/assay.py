@@ -46,11 +46,15 @@ class Assay:
     assay_type
         Its preset (see :mod:`cytearc.assays.types`).
     root
-        The store's root group.
+        The group holding the assay's group: the store's root, or a workspace's.
     where
         The store's location, for messages.
     writable
         Whether the feature table may be written.
+    matrices_root
+        The store's root group, which holds ``matrices/{name}``; None for ``root``.
+    workspace
+        The workspace ``root`` is, or None.
 
     Raises
     ------
@@ -62,16 +66,25 @@ class Assay:
     """
 
     def __init__(
-        self, *, name: str, assay_type: str, root: zarr.Group, where: str, writable: bool
+        self,
+        *,
+        name: str,
+        assay_type: str,
+        root: zarr.Group,
+        where: str,
+        writable: bool,
+        matrices_root: zarr.Group | None = None,
+        workspace: str | None = None,
     ) -> None:
         self.name = name
         self.assayType = assay_type
-        self.where = f"{where}/{name}"
+        tables = where if workspace is None else f"{where}/{workspace}"
+        self.where = f"{tables}/{name}"
         self._repair = (
             "re-import the source, or rebuild the count arrays from counts: "
             f"python -m cytearc.tools.repack_zarr {where} OUT --data-only"
         )
-        group = child_group(root, name, where=where)
+        group = child_group(root, name, where=tables)
         self._group = group
         self.features = MetaData(
             child_group(group, "featureData", where=self.where),
@@ -80,7 +93,9 @@ class Assay:
             writable=writable,
         )
         self.matrix = child_group(
-            child_group(root, "matrices", where=where), name, where=f"{where}/matrices"
+            child_group(root if matrices_root is None else matrices_root, "matrices", where=where),
+            name,
+            where=f"{where}/matrices",
         )
         self._matrix_where = f"{where}/matrices/{name}"
         self.layout = CountLayout.from_json(

@@ -44,8 +44,10 @@ from cytearc.storage.counts import (
     write_count_arrays,
     write_summaries,
 )
+from cytearc.storage.destinations import CYTEARC_GROUPS
 from cytearc.storage.layout import DEFAULT_LAYOUT
 from cytearc.storage.nodes import DERIVED_ATTRIBUTE, PENDING_ATTRIBUTE, child_node, member_names
+from cytearc.storage.store import workspace_groups
 
 if TYPE_CHECKING:
     from cytearc.storage.store import Store
@@ -68,17 +70,17 @@ def _writable(store: Store, operation: str) -> None:
 
 def _refuse_label(store: Store, label: str, operation: str) -> None:
     """Refuse a label that is a group of the store, or whose membership name is a cell column."""
-    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", label) or label in {
-        "cellData",
-        "matrices",
-        "artifacts",
-        "pipeline",
-        "agent_results",
-    }:
+    if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.-]*", label) or label in CYTEARC_GROUPS:
         msg = f"{operation}: assay_label {label!r}: expected a name of letters, digits, '_', '.' or '-' that is not a group CyteArc writes"
         raise OperationArgumentError(msg)
-    if label in member_names(store.root, where=store.where) or label in store.assay_types:
-        msg = f"{store.where}: {operation}: {label!r} is already an assay or group of the store (or a pending assay: see discard_interrupted_assay); choose another assay_label"
+    matrices = child_node(store.store_root, "matrices", where=store.where)
+    if (
+        label in member_names(store.root, where=store.where)
+        or label in member_names(store.store_root, where=store.where)
+        or label in store.assay_types
+        or (isinstance(matrices, zarr.Group) and label in matrices)
+    ):
+        msg = f"{store.where}: {operation}: {label!r} is already an assay or group of the store or of one of its workspaces, which share matrices/{label} (or a pending assay: see discard_interrupted_assay); choose another assay_label"
         raise OperationArgumentError(msg)
     if f"{label}_I" in store.cells.columns:
         msg = f"{store.where}: {operation}: the membership name {label}_I of the new assay is already a cell column; drop that column or choose another assay_label"
@@ -139,7 +141,7 @@ def _write_derived(
         dimension="feature",
         where=f"{store.where}/{label}/featureData",
     )
-    matrix = store.root.require_group("matrices").create_group(label)
+    matrix = store.store_root.require_group("matrices").create_group(label)
     written = write_count_arrays(
         matrix,
         _summed(source.counts, mapping),
@@ -406,6 +408,16 @@ def add_melded_assay(
     )
 
 
+def _published(store: Store, name: str) -> bool:
+    """Whether the store's root or one of its workspaces published an assay ``name`` (whose counts stay)."""
+    scopes = [store.store_root, *workspace_groups(store.store_root, where=store.where).values()]
+    return any(
+        isinstance(node := child_node(scope, name, where=store.where), zarr.Group)
+        and node.attrs.get("is_assay") is True
+        for scope in scopes
+    )
+
+
 def discard_interrupted_assay(store: Store, name: str) -> None:
     """Remove a pending derived assay a killed writer left: its group, counts, type and membership column.
 
@@ -443,8 +455,8 @@ def discard_interrupted_assay(store: Store, name: str) -> None:
         listed = [str(c) for c in recorded if c != column]
         list_columns(cells, listed)
         del cells[column]
-    matrices = child_node(store.root, "matrices", where=store.where)
-    if isinstance(matrices, zarr.Group) and name in matrices:
+    matrices = child_node(store.store_root, "matrices", where=store.where)
+    if isinstance(matrices, zarr.Group) and name in matrices and not _published(store, name):
         del matrices[name]
     recorded_types = store.root.attrs.get("assayTypes")
     types = dict(recorded_types) if isinstance(recorded_types, dict) else {}

@@ -26,9 +26,15 @@ from typing import Final
 import zarr
 
 from cytearc.errors import DestinationExistsError, RemoteDestinationError
-from cytearc.storage.nodes import PENDING_ATTRIBUTE
+from cytearc.storage.nodes import PENDING_ATTRIBUTE, WORKSPACE_ATTRIBUTE
 
-__all__ = ["ZARR_PARTIAL", "create_destination", "validate_destination", "validate_local_path"]
+__all__ = [
+    "CYTEARC_GROUPS",
+    "ZARR_PARTIAL",
+    "create_destination",
+    "validate_destination",
+    "validate_local_path",
+]
 
 CYTEARC_GROUPS: Final = frozenset(
     {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
@@ -175,19 +181,29 @@ def _replaceable(path: Path) -> str | None:
     return next((why for why in refusals if why is not None), None)
 
 
-def _member_refusal(entry: Path, store: Path) -> str | None:
-    """Why the top-level ``entry`` of ``store`` is not one CyteArc writes, or None."""
+def _workspace_refusal(entry: Path, member: dict[str, object], store: Path) -> str | None:
+    """Why the workspace ``entry`` may not be replaced: prepared assays, or a member CyteArc does not write."""
+    if member.get("cytearc:prepared"):
+        return f"its workspace {entry.name!r} holds prepared assays {member['cytearc:prepared']}"
+    inner = (_member_refusal(e, store, nested=True) for e in sorted(entry.iterdir()))
+    return next((why for why in inner if why is not None), None)
+
+
+def _member_refusal(entry: Path, store: Path, *, nested: bool = False) -> str | None:
+    """Why the top-level ``entry`` of ``store`` (or of a workspace, ``nested``) is not one CyteArc writes, or None."""
     if entry.name == "zarr.json" or (entry.is_file() and ZARR_PARTIAL.fullmatch(entry.name)):
         return None
     member = _root_attributes(entry) if entry.is_dir() and not entry.is_symlink() else None
     if member is None:
-        return f"{entry.name!r} is not a Zarr group CyteArc writes"
+        return f"{entry.relative_to(store).as_posix()!r} is not a Zarr group CyteArc writes"
+    if WORKSPACE_ATTRIBUTE in member and not nested:
+        return _workspace_refusal(entry, member, store)
     if (
         entry.name not in CYTEARC_GROUPS
         and not member.get("is_assay")
         and PENDING_ATTRIBUTE not in member
     ):
-        return f"{entry.name!r} is not a group CyteArc writes"
+        return f"{entry.relative_to(store).as_posix()!r} is not a group CyteArc writes"
     foreign = _foreign_key(entry, store)
     if foreign is not None:
         return f"{foreign!r} is neither Zarr metadata nor an array's chunk, so CyteArc did not write it"

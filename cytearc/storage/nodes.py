@@ -16,6 +16,7 @@ __all__ = [
     "PENDING_ATTRIBUTE",
     "STORE_FORMAT",
     "STORE_FORMAT_VERSION",
+    "WORKSPACE_ATTRIBUTE",
     "child_group",
     "child_node",
     "create_group_top_down",
@@ -30,6 +31,9 @@ STORE_FORMAT_VERSION: Final = 1
 
 PENDING_ATTRIBUTE: Final = "cytearc:pending_assay"
 """Marks a derived assay still being written (it has no ``is_assay``): assay scans skip it."""
+
+WORKSPACE_ATTRIBUTE: Final = "cytearc:workspace"
+"""Marks a complete workspace group: its own cell table, feature tables, artifacts and runs."""
 
 DERIVED_ATTRIBUTE: Final = "cytearc:derived"
 """How a derived assay was derived; derived assays are left out of the dataset fingerprint."""

@@ -29,12 +29,14 @@ from cytearc.errors import (
     StoreAccessError,
     StoreFormatError,
     StoreNotFoundError,
+    WorkspaceNotFoundError,
 )
 from cytearc.metadata.table import MetaData
 from cytearc.storage.nodes import (
     PENDING_ATTRIBUTE,
     STORE_FORMAT,
     STORE_FORMAT_VERSION,
+    WORKSPACE_ATTRIBUTE,
     child_group,
     child_node,
     member_names,
@@ -44,9 +46,32 @@ if TYPE_CHECKING:
     from cytearc.artifacts.refs import ArtifactRef
     from cytearc.storage.verify import VerifyReport
 
-__all__ = ["AnalysisStore", "Assays", "Store", "open_root"]
+__all__ = ["AnalysisStore", "Assays", "Store", "open_root", "workspace_groups"]
 
 _MODES: Final = ("r", "r+")
+
+
+def workspace_groups(root: zarr.Group, *, where: str) -> dict[str, zarr.Group]:
+    """The complete workspaces of a store (groups of its root carrying ``cytearc:workspace``), by name.
+
+    Parameters
+    ----------
+    root
+        The store's root group.
+    where
+        The store, for messages.
+
+    Returns
+    -------
+    dict of str to zarr.Group
+        Their groups, sorted by name.
+    """
+    return {
+        n: g
+        for n in sorted(member_names(root, where=where))
+        if isinstance(g := child_node(root, n, where=where), zarr.Group)
+        and WORKSPACE_ATTRIBUTE in g.attrs
+    }
 
 
 class Assays(Mapping[str, Assay]):
@@ -96,7 +121,11 @@ class AnalysisStore(Protocol):
 
     @property
     def root(self) -> zarr.Group:
-        """The store's root group."""
+        """The group of the tables, artifacts and runs: the store's root, or the open workspace's."""
+
+    @property
+    def store_root(self) -> zarr.Group:
+        """The store's root group, which holds the count matrices (``matrices/{assay}``)."""
 
     @property
     def where(self) -> str:
@@ -245,11 +274,18 @@ class Store:
         For fsspec URLs (``{"endpoint_url": ..., "key": ..., "secret": ...}``).
     show_progress
         Progress bars on long computations.
+    workspace
+        Open this workspace of the store (see
+        :func:`cytearc.tools.create_workspace`): its own cell table, feature
+        tables, artifacts and pipeline runs over the store's count matrices.
+        None for the store's root.
 
     Raises
     ------
     OperationArgumentError
         ``zarr_mode`` is neither ``"r"`` nor ``"r+"``.
+    WorkspaceNotFoundError
+        The store has no complete workspace ``workspace``.
     StoreNotFoundError
         There is no store at a local ``location`` (a :class:`FileNotFoundError`).
     StoreFormatError
@@ -272,6 +308,7 @@ class Store:
         zarr_mode: str = "r",
         storage_options: Mapping[str, Any] | None = None,
         show_progress: bool = True,
+        workspace: str | None = None,
     ) -> None:
         if zarr_mode not in _MODES:
             msg = f"zarr_mode: expected 'r' (read) or 'r+' (read and write), found {zarr_mode!r}; pass one of them"
@@ -280,7 +317,21 @@ class Store:
         self.show_progress = show_progress
         self.cache: dict[str, Any] = {}
         self._engine_options = (mem_budget, workers, cluster)
-        self.root, self.where = open_root(location, mode=zarr_mode, storage_options=storage_options)
+        self._reopen: dict[str, Any] = {
+            "location": location,
+            "mem_budget": mem_budget,
+            "workers": workers,
+            "cluster": cluster,
+            "zarr_mode": zarr_mode,
+            "storage_options": storage_options,
+            "show_progress": show_progress,
+        }
+        self.store_root, self.where = open_root(
+            location, mode=zarr_mode, storage_options=storage_options
+        )
+        self.root = self.store_root
+        self.workspace = workspace
+        """The open workspace, or None for the store's root."""
         try:
             self._open(assay_types)
         except json.JSONDecodeError as exc:
@@ -288,8 +339,8 @@ class Store:
             raise StoreFormatError(msg) from exc
 
     def _open(self, assay_types: Mapping[str, str] | None) -> None:
-        """Validate the root, then open the cell table and the assays."""
-        attrs = dict(self.root.attrs)
+        """Validate the root, then open the workspace, the cell table and the assays."""
+        attrs = dict(self.store_root.attrs)
         if (
             attrs.get("cytearc:format") != STORE_FORMAT
             or attrs.get("cytearc:formatVersion") != STORE_FORMAT_VERSION
@@ -302,14 +353,33 @@ class Store:
         if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
+        if self.workspace is not None:
+            self.root = self._workspace_group(self.workspace)
+        tables = self.where if self.workspace is None else f"{self.where}/{self.workspace}"
         self.cells = MetaData(
-            child_group(self.root, "cellData", where=self.where),
+            child_group(self.root, "cellData", where=tables),
             dimension="cell",
-            where=f"{self.where}/cellData",
+            where=f"{tables}/cellData",
             reserved=lambda: {f"{n}_I" for n in (*self.assay_types, *self.pending_assays)},
             writable=self.writable,
         )
         self._scan_assays(assay_types)
+
+    def _workspace_group(self, name: str) -> zarr.Group:
+        node = child_node(self.store_root, name, where=self.where) if name else None
+        if isinstance(node, zarr.Group) and WORKSPACE_ATTRIBUTE in node.attrs:
+            return node
+        found = list(workspace_groups(self.store_root, where=self.where))
+        if isinstance(node, zarr.Group) and not node.attrs.get("is_assay"):
+            msg = f"{self.where}/{name}: the group is not a complete workspace (no {WORKSPACE_ATTRIBUTE!r}: its creation did not finish); create it again with DataStore({self.where!r}, zarr_mode='r+').create_workspace({name!r}, overwrite=True)"
+        else:
+            msg = f"{self.where}: no workspace {name!r}; the store has the workspaces {found} - pass one of them, or create it with DataStore(..., zarr_mode='r+').create_workspace({name!r})"
+        raise WorkspaceNotFoundError(msg)
+
+    @property
+    def workspaces(self) -> list[str]:
+        """The store's complete workspaces, sorted."""
+        return list(workspace_groups(self.store_root, where=self.where))
 
     def _scan_assays(self, assay_types: Mapping[str, str] | None) -> None:
         """Find the assays (``is_assay``) and pending derived assays of the root, and resolve the types."""
@@ -344,6 +414,8 @@ class Store:
             root=self.root,
             where=self.where,
             writable=self.writable,
+            matrices_root=self.store_root,
+            workspace=self.workspace,
         )
         if assay.shape[0] != self.cells.n_rows:
             msg = f"{assay.where}: counts has {assay.shape[0]} cells, the cell table {self.cells.n_rows}; re-import the store"
@@ -429,7 +501,7 @@ class Store:
     @property
     def dataset_fingerprint(self) -> str:
         """Identity of the cell ids, each assay's feature ids and names and its counts."""
-        return str(self.root.attrs["cytearc:datasetFingerprint"])
+        return str(self.store_root.attrs["cytearc:datasetFingerprint"])
 
     def _describe(self, name: str) -> str:
         try:
@@ -439,4 +511,7 @@ class Store:
 
     def __repr__(self) -> str:
         assays = ", ".join(self._describe(name) for name in self.assays)
-        return f"<{type(self).__name__} {self.where}: {self.cells.n_rows} cells; {assays}>"
+        place = (
+            self.where if self.workspace is None else f"{self.where} workspace {self.workspace!r}"
+        )
+        return f"<{type(self).__name__} {place}: {self.cells.n_rows} cells; {assays}>"

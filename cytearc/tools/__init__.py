@@ -1,4 +1,4 @@
-"""Writers that reshape stores: :class:`SubsetZarr`, :class:`DataStoreMerge` and :func:`repack_zarr`.
+"""Writers that reshape stores: :class:`SubsetZarr`, :class:`DataStoreMerge`, :func:`repack_zarr` and :func:`create_workspace`.
 
 Each writes a new store on the engine, one task per band of whole shards
 sized from ``mem_budget``, and refuses a bad destination or source before it
@@ -19,14 +19,23 @@ if TYPE_CHECKING:
     from cytearc.tools.datastore_merge import DataStoreMerge
     from cytearc.tools.repack import PROFILES, RepackProfile, repack_zarr
     from cytearc.tools.subset_zarr import SubsetZarr
+    from cytearc.tools.workspace import create_workspace
 
-__all__ = ["PROFILES", "DataStoreMerge", "RepackProfile", "SubsetZarr", "repack_zarr"]
+__all__ = [
+    "PROFILES",
+    "DataStoreMerge",
+    "RepackProfile",
+    "SubsetZarr",
+    "create_workspace",
+    "repack_zarr",
+]
 
 _MODULES = {
     "DataStoreMerge": "datastore_merge",
     "PROFILES": "repack",
     "RepackProfile": "repack",
     "SubsetZarr": "subset_zarr",
+    "create_workspace": "workspace",
     "repack_zarr": "repack",
 }
 """Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""

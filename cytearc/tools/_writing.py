@@ -10,6 +10,7 @@ opens.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +28,11 @@ from cytearc.storage.nodes import (
     PENDING_ATTRIBUTE,
     STORE_FORMAT,
     STORE_FORMAT_VERSION,
+    WORKSPACE_ATTRIBUTE,
     child_node,
     member_names,
 )
+from cytearc.storage.store import workspace_groups
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -44,15 +47,18 @@ if TYPE_CHECKING:
     from cytearc.storage.store import Store
 
 __all__ = [
+    "CarriedTables",
     "carried_columns",
     "create_store",
     "finish_store",
+    "read_carried",
     "refuse_overlap",
     "refuse_pending",
     "table_frame",
     "write_assay",
     "write_assay_group",
     "write_cells",
+    "write_workspace",
 ]
 
 
@@ -67,18 +73,25 @@ def refuse_pending(store: Store) -> None:
     Raises
     ------
     PendingAssayError
-        A root group carries ``cytearc:pending_assay``.
+        A group of the root or of a workspace carries ``cytearc:pending_assay``.
     """
-    for name in sorted(member_names(store.root, where=store.where)):
-        node = child_node(store.root, name, where=store.where)
-        if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
-            operation = node.attrs[PENDING_ATTRIBUTE]
-            msg = (
-                f"{store.where}/{name}: a pending derived assay (written by {operation!r}, not "
-                "finished); wait for its writer to finish, or, once no process writes it, remove "
-                f"it with DataStore(..., zarr_mode='r+').discard_interrupted_assay({name!r})"
-            )
-            raise PendingAssayError(msg)
+    base = store.store_root
+    scopes = [("", base)] + [
+        (f"{w}/", g) for w, g in workspace_groups(base, where=store.where).items()
+    ]
+    for prefix, scope in scopes:
+        for name in sorted(member_names(scope, where=store.where)):
+            node = child_node(scope, name, where=store.where)
+            if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
+                operation = node.attrs[PENDING_ATTRIBUTE]
+                workspace = f", workspace={prefix[:-1]!r}" if prefix else ""
+                msg = (
+                    f"{store.where}/{prefix}{name}: a pending derived assay (written by "
+                    f"{operation!r}, not finished); wait for its writer to finish, or, once no "
+                    "process writes it, remove it with DataStore(..., zarr_mode='r+'"
+                    f"{workspace}).discard_interrupted_assay({name!r})"
+                )
+                raise PendingAssayError(msg)
 
 
 def refuse_overlap(sources: Iterable[str], destination: Path) -> None:
@@ -157,6 +170,104 @@ def table_frame(
         series = table.fetch_series(column)
         data[column] = (series if rows is None else series.iloc[rows]).reset_index(drop=True)
     return pd.DataFrame(data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CarriedTables:
+    """What a new store (or workspace) carries of a source's tables: no analysis output.
+
+    Parameters
+    ----------
+    cells
+        The cell columns of :func:`carried_columns`, ``ids`` first.
+    membership
+        Each assay's ``<assay>_I`` values, for the assays that have one.
+    features
+        Each assay's feature table, without the columns an analysis wrote.
+    """
+
+    cells: pd.DataFrame
+    membership: dict[str, np.ndarray]
+    features: dict[str, pd.DataFrame]
+
+
+def read_carried(cells: MetaData, features: Mapping[str, MetaData]) -> CarriedTables:
+    """Read the tables a new store or workspace carries from a source.
+
+    Parameters
+    ----------
+    cells
+        The source's cell table.
+    features
+        Each assay's feature table.
+
+    Returns
+    -------
+    CarriedTables
+        The columns, at every row.
+    """
+    return CarriedTables(
+        cells=table_frame(cells, carried_columns(cells, features)),
+        membership={
+            name: cells.fetch_all(column).astype(bool)
+            for name in features
+            if (column := membership_column(cells, name)) is not None
+        },
+        features={
+            name: table_frame(table, carried_columns(table, ())) for name, table in features.items()
+        },
+    )
+
+
+def write_workspace(
+    root: zarr.Group,
+    name: str,
+    tables: CarriedTables,
+    *,
+    assay_types: Mapping[str, str],
+    derived: Mapping[str, Mapping[str, Any] | None],
+    where: str,
+    origin: str | None,
+) -> zarr.Group:
+    """Write the workspace ``name`` of a store: its cell and feature tables, then its marker.
+
+    The group carries ``cytearc:workspace`` (with ``assayTypes``, in one
+    write) only once every table is written, so a killed write leaves a
+    group that does not open as a workspace.
+
+    Parameters
+    ----------
+    root
+        The store's root group (an existing group ``name`` is replaced).
+    name
+        The workspace.
+    tables
+        Its tables (:func:`read_carried`).
+    assay_types
+        The declared type of each assay.
+    derived
+        Each assay's ``cytearc:derived`` record, or None.
+    where
+        The store, for messages.
+    origin
+        The workspace the tables were read from (None for the root), recorded.
+
+    Returns
+    -------
+    zarr.Group
+        The workspace's group.
+    """
+    group = root.create_group(name, overwrite=True)
+    write_cells(group, tables.cells, membership=tables.membership, where=f"{where}/{name}")
+    for assay, frame in tables.features.items():
+        write_assay_group(group, assay, frame, derived=derived.get(assay), where=f"{where}/{name}")
+    group.attrs.update(
+        {
+            "assayTypes": dict(assay_types),
+            WORKSPACE_ATTRIBUTE: {"version": 1, "createdFrom": origin},
+        }
+    )
+    return group
 
 
 def create_store(

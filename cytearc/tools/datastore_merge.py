@@ -175,6 +175,11 @@ class DataStoreMerge:
         For source URLs.
     show_progress
         Progress bars.
+    workspaces
+        One workspace (or None for the root) per source given by its
+        location, whose cells, tables and membership are merged; an open
+        store brings its own. The manifest records each source's workspace.
+        The merged store holds no workspace and no run.
 
     Examples
     --------
@@ -204,8 +209,10 @@ class DataStoreMerge:
         prepend_text: str | None = "orig",
         storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
+        workspaces: Sequence[str | None] | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.workspaces = None if workspaces is None else list(workspaces)
         self.destination = destination
         self.names = None if names is None else list(names)
         self.assays = None if assays is None else list(assays)
@@ -225,17 +232,27 @@ class DataStoreMerge:
         if len(self.sources) < 2:
             msg = f"sources: a merge needs at least two stores, found {len(self.sources)}; copy one store with SubsetZarr or repack_zarr"
             raise MergePlanError(msg)
+        workspaces = self.workspaces or [None] * len(self.sources)
+        if len(workspaces) != len(self.sources):
+            msg = f"workspaces: {len(workspaces)} workspaces for {len(self.sources)} sources; give one per source (None for a store's root)"
+            raise MergePlanError(msg)
         return [
             s
             if isinstance(s, Store)
-            else Store(s, storage_options=self.storage_options, show_progress=False)
-            for s in self.sources
+            else Store(
+                s, storage_options=self.storage_options, show_progress=False, workspace=workspace
+            )
+            for s, workspace in zip(self.sources, workspaces, strict=True)
         ]
 
     def _names(self, stores: list[Store]) -> list[str]:
         names = self.names
         if names is None:
-            names = [Path(s.where.rstrip("/")).name.removesuffix(".zarr") for s in stores]
+            names = [
+                Path(s.where.rstrip("/")).name.removesuffix(".zarr")
+                + ("" if s.workspace is None else f"_{s.workspace}")
+                for s in stores
+            ]
         if len(names) != len(stores):
             msg = f"names: {len(names)} names for {len(stores)} sources; give one per source"
             raise MergePlanError(msg)
@@ -362,6 +379,7 @@ class DataStoreMerge:
                 {
                     "name": n,
                     "location": s.where,
+                    "workspace": s.workspace,
                     "datasetFingerprint": s.dataset_fingerprint,
                     "counts": {
                         p.name: s.assays[p.name].content_fingerprint if p.name in s.assays else None
@@ -609,6 +627,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="the merged store to write")
     parser.add_argument("--names", default=None, help="comma-separated names, one per source")
     parser.add_argument("--assays", default=None, help="comma-separated assays (default all)")
+    parser.add_argument(
+        "--workspaces",
+        default=None,
+        help="comma-separated workspaces, one per source (empty for a store's root)",
+    )
     add_writer_options(parser)
     parser.set_defaults(run=run)
 
@@ -631,6 +654,9 @@ def run(args: argparse.Namespace) -> int:
         args.output,
         names=None if args.names is None else args.names.split(","),
         assays=None if args.assays is None else args.assays.split(","),
+        workspaces=None
+        if args.workspaces is None
+        else [w or None for w in args.workspaces.split(",")],
         overwrite=args.overwrite,
         mem_budget=args.mem_budget,
         workers=args.workers,

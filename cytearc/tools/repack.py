@@ -36,7 +36,6 @@ from cytearc.assays.types import RNA_TYPES, resolve_assay_type
 from cytearc.engine.arrays import open_lazy
 from cytearc.engine.cluster import get_engine
 from cytearc.errors import OperationArgumentError, StoreDamageError, StoreFormatError
-from cytearc.metadata.membership import membership_column
 from cytearc.metadata.table import MetaData
 from cytearc.storage.counts import fit_layout, write_count_arrays, write_summaries
 from cytearc.storage.destinations import (
@@ -53,23 +52,23 @@ from cytearc.storage.nodes import (
     child_node,
     member_names,
 )
-from cytearc.storage.store import Store, open_root
+from cytearc.storage.store import Store, open_root, workspace_groups
 from cytearc.tools._cli import add_writer_options, report_store
 from cytearc.tools._cli import main as run_command
 from cytearc.tools._writing import (
-    carried_columns,
     create_store,
     finish_store,
+    read_carried,
     refuse_overlap,
     refuse_pending,
-    table_frame,
     write_assay,
     write_cells,
+    write_workspace,
 )
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterable, Sequence
     from pathlib import Path
 
     from zarr.abc.codec import BytesBytesCodec
@@ -235,8 +234,8 @@ def repack_zarr(
         for name, assay in store.assays.items()
     }
     root = create_destination(path, overwrite=overwrite)
-    root.attrs.update({**store.root.attrs.asdict(), "cytearc:complete": False})
-    _copy_outside_matrices(store.root, root)
+    root.attrs.update({**store.store_root.attrs.asdict(), "cytearc:complete": False})
+    _copy_outside_matrices(store.store_root, root)
     matrices = root.require_group("matrices")
     for name, assay in store.assays.items():
         written = write_count_arrays(
@@ -292,13 +291,15 @@ def _rebuild(
     refuse_overlap([where], target)
     path = validate_destination(target, overwrite=overwrite)
     names = []
-    for name in sorted(member_names(root, where=where)):
-        node = child_node(root, name, where=where)
-        if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
-            msg = f"{where}/{name}: a pending derived assay; discard it (DataStore(..., zarr_mode='r+').discard_interrupted_assay({name!r})) before repacking"
-            raise StoreFormatError(msg)
-        if isinstance(node, zarr.Group) and node.attrs.get("is_assay") is True:
-            names.append(name)
+    for scope, group in {"": root, **workspace_groups(root, where=where)}.items():
+        for name in sorted(member_names(group, where=where)):
+            node = child_node(group, name, where=where)
+            if isinstance(node, zarr.Group) and PENDING_ATTRIBUTE in node.attrs:
+                key = f"{scope}/{name}" if scope else name
+                msg = f"{where}/{key}: a pending derived assay; discard it (DataStore(..., zarr_mode='r+'{f', workspace={scope!r}' if scope else ''}).discard_interrupted_assay({name!r})) before repacking"
+                raise StoreFormatError(msg)
+            if not scope and isinstance(node, zarr.Group) and node.attrs.get("is_assay") is True:
+                names.append(name)
     recorded = root.attrs.get("assayTypes")
     types = {
         name: resolve_assay_type(
@@ -364,37 +365,83 @@ def _write_rebuilt(
     where: str,
 ) -> Path:
     new = create_store(path, overwrite=overwrite, assay_types=types)
-    frame = table_frame(cells, carried_columns(cells, counts))
-    membership = {
-        name: cells.fetch_all(column).astype(bool)
-        for name in counts
-        if (column := membership_column(cells, name)) is not None
-    }
-    write_cells(new, frame, membership=membership, where=str(path))
-    features, fingerprints = {}, {}
-    for name, array in counts.items():
-        table = MetaData(
-            child_group(
-                child_group(root, name, where=where), "featureData", where=f"{where}/{name}"
-            ),
-            dimension="feature",
-            where=f"{where}/{name}/featureData",
-        )
-        features[name] = table_frame(table, carried_columns(table, ()))
-        fingerprints[name] = write_assay(
+    tables = read_carried(cells, _feature_tables(root, counts, where=where))
+    write_cells(new, tables.cells, membership=tables.membership, where=str(path))
+    derived = {name: _derived_record(root, name, where=where) for name in counts}
+    fingerprints = {
+        name: write_assay(
             new,
             name,
-            features[name],
+            tables.features[name],
             open_lazy(array),
             transpose=types[name] in RNA_TYPES,
             layout=layouts[name],
             compressor=profile.compressor,
             engine=engine,
             where=str(path),
-            derived=_derived_record(root, name, where=where),
+            derived=derived[name],
         )
-    finish_store(new, frame, features, fingerprints)
+        for name, array in counts.items()
+    }
+    for workspace in workspace_groups(root, where=where):
+        _rebuild_workspace(
+            root, new, workspace, types=types, derived=derived, where=where, destination=str(path)
+        )
+    finish_store(new, tables.cells, tables.features, fingerprints)
     return path
+
+
+def _feature_tables(scope: zarr.Group, assays: Iterable[str], *, where: str) -> dict[str, MetaData]:
+    """The feature table of each assay of ``scope`` (a store's root or a workspace), read raw."""
+    return {
+        name: MetaData(
+            child_group(
+                child_group(scope, name, where=where), "featureData", where=f"{where}/{name}"
+            ),
+            dimension="feature",
+            where=f"{where}/{name}/featureData",
+        )
+        for name in assays
+    }
+
+
+def _rebuild_workspace(
+    root: zarr.Group,
+    new: zarr.Group,
+    name: str,
+    *,
+    types: dict[str, str],
+    derived: dict[str, dict[str, Any] | None],
+    where: str,
+    destination: str,
+) -> None:
+    """Carry a workspace's tables (no analysis outputs) into the rebuilt store."""
+    scope = child_group(root, name, where=where)
+    scope_where = f"{where}/{name}"
+    assays = [
+        a
+        for a in sorted(member_names(scope, where=scope_where))
+        if a in types
+        and isinstance(node := child_node(scope, a, where=scope_where), zarr.Group)
+        and node.attrs.get("is_assay") is True
+    ]
+    cells = MetaData(
+        child_group(scope, "cellData", where=scope_where),
+        dimension="cell",
+        where=f"{scope_where}/cellData",
+    )
+    recorded = scope.attrs.get("assayTypes")
+    write_workspace(
+        new,
+        name,
+        read_carried(cells, _feature_tables(scope, assays, where=scope_where)),
+        assay_types={
+            a: recorded.get(a, types[a]) if isinstance(recorded, dict) else types[a] for a in assays
+        },
+        derived=derived,
+        where=destination,
+        origin=None,
+    )
 
 
 def _derived_record(root: zarr.Group, name: str, *, where: str) -> dict[str, Any] | None:

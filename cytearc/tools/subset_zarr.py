@@ -110,6 +110,10 @@ class SubsetZarr:
         For a source URL.
     show_progress
         Progress bars.
+    workspace
+        Read the cells, tables and membership of this workspace of a source
+        given by its location (an open store brings its own). The subset is
+        a store of its own: it holds no workspace and no run.
 
     Examples
     --------
@@ -137,8 +141,10 @@ class SubsetZarr:
         cluster: object = None,
         storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
+        workspace: str | None = None,
     ) -> None:
         self.source = source
+        self.workspace = workspace
         self.destination = destination
         self.cells = cells
         self.assays = None if assays is None else list(assays)
@@ -183,6 +189,7 @@ class SubsetZarr:
                 self.source,
                 storage_options=self.storage_options,
                 show_progress=self.show_progress,
+                workspace=self.workspace,
             )
         )
         refuse_overlap([store.where], destination)
@@ -268,6 +275,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--assays", default=None, help="comma-separated assays to keep (default all)"
     )
+    parser.add_argument(
+        "--workspace", default=None, help="read the source's tables from this workspace"
+    )
     add_writer_options(parser)
     parser.set_defaults(run=run)
 
@@ -295,6 +305,7 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers,
         cluster=args.cluster,
         show_progress=not args.json,
+        workspace=args.workspace,
     ).dump()
     return report_store(path, as_json=args.json, done="wrote the subset")
 

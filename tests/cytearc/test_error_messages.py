@@ -56,6 +56,7 @@ BUILTINS: dict[type[Exception], type[Exception]] = {
     errors.RunNotFoundError: KeyError,
     errors.StoreAccessError: OSError,
     errors.StoreNotFoundError: FileNotFoundError,
+    errors.WorkspaceNotFoundError: KeyError,
 }
 """The builtin each class refines besides ValueError, as errors.py documents."""
 
@@ -553,6 +554,15 @@ def _store_damage(store: Path) -> object:
     shard = store / "matrices" / "RNA" / "counts" / "c" / "0" / "0"
     shard.write_bytes(b"\0" * 10 + shard.read_bytes()[10:])
     return _open(store).assays["RNA"].counts.compute()
+
+
+@case(
+    errors.WorkspaceNotFoundError,
+    r"<store>: no workspace 'second'; the store has the workspaces \[\] - pass one of them, or "
+    r"create it with DataStore\(\.\.\., zarr_mode='r\+'\)\.create_workspace\('second'\)",
+)
+def _workspace_not_found(store: Path) -> object:
+    return _open(store, workspace="second")
 
 
 @case(
