@@ -65,6 +65,7 @@ from cytearc.io import (
     import_data,
     import_h5ad,
     import_loom,
+    import_seurat,
 )
 from cytepool._versions import package_version
 
@@ -128,4 +129,5 @@ __all__ = [
     "import_data",
     "import_h5ad",
     "import_loom",
+    "import_seurat",
 ]

@@ -1,4 +1,4 @@
-"""Importers: 10x (HDF5 and Matrix Market), H5AD, loom, CSV and in-memory matrices.
+"""Importers: 10x (HDF5 and Matrix Market), H5AD, loom, Seurat, CSV and in-memory matrices.
 
 :func:`import_data` detects the format; :func:`import_10x_h5`,
 :func:`import_10x_mtx`, :func:`import_h5ad` and :func:`import_csv` import one
@@ -21,6 +21,7 @@ from cytearc.io.converters import (
 from cytearc.io.detect import detect_importer, import_data, importer_options
 from cytearc.io.importer import ImportResult, write_store
 from cytearc.io.loom import LoomToZarr, import_loom
+from cytearc.io.seurat import SeuratToZarr, import_seurat
 
 __all__ = [
     "CSVtoZarr",
@@ -29,6 +30,7 @@ __all__ = [
     "ImportResult",
     "LoomToZarr",
     "MtxToZarr",
+    "SeuratToZarr",
     "SparseToZarr",
     "ToZarr",
     "detect_importer",
@@ -38,6 +40,7 @@ __all__ = [
     "import_data",
     "import_h5ad",
     "import_loom",
+    "import_seurat",
     "importer_options",
     "write_store",
 ]

@@ -3,7 +3,8 @@
 A folder holding ``matrix.mtx`` (or ``matrix.mtx.gz``) is a 10x Matrix
 Market folder (:class:`~cytearc.io.converters.MtxToZarr`); otherwise the
 name decides: ``.h5ad`` is H5AD (:class:`~cytearc.io.converters.H5adToZarr`),
-``.loom`` is loom (:class:`~cytearc.io.loom.LoomToZarr`),
+``.loom`` is loom (:class:`~cytearc.io.loom.LoomToZarr`), ``.rds`` a Seurat
+object (:class:`~cytearc.io.seurat.SeuratToZarr`),
 ``.h5`` and ``.hdf5`` are Cell Ranger HDF5
 (:class:`~cytearc.io.converters.CrToZarr`), and ``.csv``, ``.tsv`` and
 ``.txt``, optionally gzipped, are dense tables
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from cytearc.errors import ImportOptionError, SourceFormatError
 from cytearc.io.converters import CrToZarr, CSVtoZarr, H5adToZarr, MtxToZarr
 from cytearc.io.loom import LoomToZarr
+from cytearc.io.seurat import SeuratToZarr
 
 if TYPE_CHECKING:
     import os
@@ -30,7 +32,12 @@ if TYPE_CHECKING:
     from cytearc.io.importer import ImportResult
 
     FileImporter: TypeAlias = (
-        type[CrToZarr] | type[MtxToZarr] | type[H5adToZarr] | type[LoomToZarr] | type[CSVtoZarr]
+        type[CrToZarr]
+        | type[MtxToZarr]
+        | type[H5adToZarr]
+        | type[LoomToZarr]
+        | type[SeuratToZarr]
+        | type[CSVtoZarr]
     )
 
 __all__ = [
@@ -44,7 +51,14 @@ __all__ = [
 ]
 
 _TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")
-_IMPORTERS: tuple[FileImporter, ...] = (CrToZarr, MtxToZarr, H5adToZarr, LoomToZarr, CSVtoZarr)
+_IMPORTERS: tuple[FileImporter, ...] = (
+    CrToZarr,
+    MtxToZarr,
+    H5adToZarr,
+    LoomToZarr,
+    SeuratToZarr,
+    CSVtoZarr,
+)
 
 
 def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
@@ -86,6 +100,8 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
         return H5adToZarr
     if name.endswith(".loom"):
         return LoomToZarr
+    if name.endswith(".rds"):
+        return SeuratToZarr
     if name.endswith((".h5", ".hdf5")):
         return CrToZarr
     if name.endswith(_TABLE_SUFFIXES):
@@ -93,7 +109,7 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
     if not path.exists():
         msg = f"{path}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, or .csv/.tsv/.txt"
+    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 

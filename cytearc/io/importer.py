@@ -327,6 +327,21 @@ def _unique_feature_ids(features: pd.DataFrame, *, location: str) -> pd.DataFram
     return unique
 
 
+def _unique_within_assays(
+    features: pd.DataFrame, assays: Mapping[str, np.ndarray], *, location: str
+) -> pd.DataFrame:
+    """``features`` with the ids of each assay made unique (:func:`_unique_feature_ids`); assays may share ids."""
+    unique = features
+    for cols in assays.values():
+        part = features.iloc[cols]
+        renamed = _unique_feature_ids(part, location=location)
+        if renamed is not part:
+            if unique is features:
+                unique = features.copy()
+            unique.loc[unique.index[cols], "ids"] = renamed["ids"].to_numpy()
+    return unique
+
+
 def _warn_of_values(
     source: CountSource, scanned: Mapping[str, _Scanned], types: Mapping[str, str]
 ) -> None:
@@ -467,8 +482,9 @@ def write_store(
     engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
     codec = compressor(compression, error=CyteArcError)
     n_cells, _ = source.shape
-    features = _unique_feature_ids(source.features.reset_index(drop=True), location=source.location)
+    features = source.features.reset_index(drop=True)
     assays = _assays_of(features, assay_split_key)
+    features = _unique_within_assays(features, assays, location=source.location)
     types = {
         name: resolve_assay_type(name, explicit=(assay_types or {}).get(name), where=str(path))
         for name in assays

@@ -79,7 +79,9 @@ def test_one_finite_value_checker_serves_both_packages() -> None:
     block[1, 2, 0] = np.inf
     block[1, 2, 3] = np.nan
     assert first_nonfinite(block) == (1, 2, 0)
-    with pytest.raises(NonFiniteValueError, match=r"holds inf at \(group, sample, feature\) \(1, 2, 0\)"):
+    with pytest.raises(
+        NonFiniteValueError, match=r"holds inf at \(group, sample, feature\) \(1, 2, 0\)"
+    ):
         validate_layer_block(block, name="log_sum", nonnegative=False)
     with pytest.raises(NonFiniteArtifactError, match="holds inf at row 11") as info:
         validate_finite(block[1], operation="pca", array="coords", first_row=9)

@@ -111,20 +111,21 @@ def test_staged_new_columns_are_listed_in_one_write(tmp_path: Path) -> None:
     write_table(root, pd.DataFrame({"ids": ["a", "b"]}), dimension="cell", where="cells")
     table = MetaData(root, dimension="cell", where="cells", writable=True)
     listings: list[list[str]] = []
-    original = tables.list_columns
+    original = tables._finish_replacing
 
-    def record(group: zarr.Group, columns: list[str]) -> None:
+    def record(group: zarr.Group, columns: list[str], **options: object) -> None:
         listings.append(list(columns))
-        original(group, columns)
+        original(group, columns, **options)  # type: ignore[arg-type]
 
-    tables.list_columns = record  # type: ignore[assignment]
+    tables._finish_replacing = record  # type: ignore[assignment]
     try:
         with table.staged():
             for name in ("n_counts", "n_features", "percent_mito"):
                 table.insert(name, np.array([1.0, 2.0]))
     finally:
-        tables.list_columns = original
+        tables._finish_replacing = original
     assert listings == [["ids", "I", "n_counts", "n_features", "percent_mito"]]
+    assert root.attrs["cytearc:columns"] == listings[0]
 
 
 def test_verify_ignores_a_folder_holding_only_a_killed_zarr_write(tmp_path: Path) -> None:
