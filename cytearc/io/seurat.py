@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from distributed import Client
 
     from cytearc.engine.cluster import Engine
-    from cytearc.io.importer import ImportResult
+    from cytearc.io.importer import AssaySplitKey, ImportResult
     from cytearc.storage.layout import CountLayout
     from cytepool.codecs import Compression
 
@@ -347,7 +347,9 @@ class SeuratToZarr(ToZarr):
         The assays to import (default all).
     assay_layers
         Per assay, the layers (v5) or slot (v4) holding its counts; see
-        :class:`SeuratSource`.
+        :class:`SeuratSource`. Each Seurat assay is an assay of its own name
+        (its features' ``feature_types``) unless ``assay_split_key`` says
+        otherwise.
     %(store_options)s
 
     Raises
@@ -370,6 +372,7 @@ class SeuratToZarr(ToZarr):
         *,
         assays: Sequence[str] | None = None,
         assay_layers: Mapping[str, Sequence[str]] | None = None,
+        assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
@@ -384,7 +387,7 @@ class SeuratToZarr(ToZarr):
         super().__init__(
             SeuratSource(path, assays=assays, assay_layers=assay_layers),
             zarr_loc,
-            assay_split_key=_by_assay,
+            assay_split_key=assay_split_key or _by_assay,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
@@ -404,6 +407,7 @@ def import_seurat(
     *,
     assays: Sequence[str] | None = None,
     assay_layers: Mapping[str, Sequence[str]] | None = None,
+    assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
@@ -445,6 +449,7 @@ def import_seurat(
         destination,
         assays=assays,
         assay_layers=assay_layers,
+        assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,

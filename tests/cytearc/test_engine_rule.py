@@ -49,3 +49,29 @@ def test_same_store_on_three_schedulers(tmp_path: Path, shared_data: Path, engin
     for other in (local, external):
         assert other[:2] == threaded[:2]
         np.testing.assert_array_equal(other[2], threaded[2])
+
+
+@pytest.mark.slow
+def test_store_writers_give_one_result_on_threads_and_a_local_cluster(
+    tmp_path: Path, engine: Engine
+) -> None:
+    """A merge, a subset and a repack have the same fingerprints on threads and on two worker processes."""
+    from cytearc.datasets import write_store  # noqa: PLC0415
+    from cytearc.tools import DataStoreMerge, SubsetZarr, repack_zarr  # noqa: PLC0415
+
+    a = write_store(tmp_path / "a.zarr", n_cells=300, n_genes=600, cluster="threads")
+    b = write_store(tmp_path / "b.zarr", n_cells=200, n_genes=600, cluster="threads", seed=1)
+    assert engine.client is not None
+    results = {}
+    for name, cluster in (("threads", "threads"), ("local", engine.client)):
+        options = {"cluster": cluster, "show_progress": False}
+        merged = DataStoreMerge([a, b], tmp_path / f"{name}-ab.zarr", **options).dump()
+        half = SubsetZarr(merged, tmp_path / f"{name}-half.zarr", cells=np.arange(250), **options)
+        packed = repack_zarr(
+            half.dump(), tmp_path / f"{name}-packed.zarr", profile="object_store", **options
+        )
+        results[name] = [
+            (DataStore(p).dataset_fingerprint, DataStore(p).RNA.content_fingerprint)
+            for p in (merged, tmp_path / f"{name}-half.zarr", packed)
+        ]
+    assert results["local"] == results["threads"]
