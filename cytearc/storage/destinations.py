@@ -42,8 +42,10 @@ CYTEARC_GROUPS: Final = frozenset(
 _ZARR_METADATA: Final = ("zarr.json", ".zgroup", ".zarray")
 _URL: Final = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]+):/")
 """A scheme of two or more characters then ``:/`` (one letter is a Windows drive)."""
-_LABEL_CLAIM: Final = re.compile(r"pipeline/runs/\.label-claims/[0-9a-f]{64}/[0-9]{8}\.json")
-"""The one kind of key CyteArc writes that is not Zarr's: a label claim (:mod:`cytearc.pipeline.ledger`)."""
+_LABEL_CLAIM: Final = re.compile(
+    r"(?:[^/]+/)?pipeline/runs/\.label-claims/[0-9a-f]{64}/[0-9]{8}\.json"
+)
+"""The one kind of key CyteArc writes that is not Zarr's: a label claim of the store or a workspace (:mod:`cytearc.pipeline.ledger`)."""
 
 
 def validate_local_path(destination: str | os.PathLike[str], *, kind: str = "stores") -> Path:
