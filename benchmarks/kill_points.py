@@ -5,10 +5,12 @@ Run from the project root::
     .venv/bin/python benchmarks/kill_points.py --kills 100
     .venv/bin/python benchmarks/kill_points.py --kills 20 --writers import,cube --seed 1
     .venv/bin/python benchmarks/kill_points.py --kills 100 --full-pipeline   # the whole rna_standard recipe
+    .venv/bin/python benchmarks/kill_points.py --kills 30 --writers subset,merge,repack   # the store tools
 
 For each writer of :data:`cytearc.faults.KILL_WRITERS` (a 10x import with its
 transpose, ``features.normalize``, a pipeline run, ``compare.write_bulk``,
-``cytepool.write_cube``) the inputs are written once (``--cells`` x
+``cytepool.write_cube``), or of :data:`cytearc.faults.TOOL_WRITERS`
+(``SubsetZarr``, a resumed ``DataStoreMerge``, ``repack_zarr``), the inputs are written once (``--cells`` x
 ``--genes``), one unkilled run in a child of a
 :class:`cytearc.faults.ForkServer` measures the writer, and then ``--kills``
 runs are each SIGKILLed after a delay drawn uniformly from 0 to that time
@@ -136,7 +138,12 @@ def _cause(line: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--kills", type=int, default=100, help="kill points per writer")
-    parser.add_argument("--writers", default="import,normalize,pipeline,pool,cube")
+    parser.add_argument(
+        "--writers",
+        default="import,normalize,pipeline,pool,cube",
+        help="comma-separated writers of cytearc.faults.KILL_WRITERS and TOOL_WRITERS "
+        "(subset, merge, repack)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cells", type=int, default=3000)
     parser.add_argument("--genes", type=int, default=400)

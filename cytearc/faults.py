@@ -48,6 +48,7 @@ from typing import TypeAlias
 
 from cytearc._faults.kills import (
     KILL_WRITERS,
+    TOOL_WRITERS,
     ForkServer,
     KillCase,
     KillRun,
@@ -102,6 +103,7 @@ __all__ = [
     "KILL_WRITERS",
     "MAX_VALUES",
     "NAMED_ERRORS",
+    "TOOL_WRITERS",
     "Choose",
     "Delete",
     "Detected",

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KILL_WRITERS",
+    "TOOL_WRITERS",
     "ForkServer",
     "KillCase",
     "KillRun",
@@ -215,6 +216,11 @@ KILL_WRITERS: Final = ("import", "normalize", "pipeline", "pool", "cube")
 publication (``features.normalize``), a pipeline run, pooling into a cube (``compare.write_bulk``)
 and a cube write (``cytepool.write_cube``)."""
 
+TOOL_WRITERS: Final = ("subset", "merge", "repack")
+"""More writers of :func:`kill_case`, the store tools: ``SubsetZarr`` (half the cells),
+``DataStoreMerge`` of the store with itself (resumed by its rerun, not overwritten) and
+``repack_zarr`` to the ``object_store`` profile."""
+
 _HEAD: Final = (
     "from cytearc import DataStore, import_10x_mtx\nfrom cytepool import read_cube, write_cube\n"
 )
@@ -350,7 +356,7 @@ def kill_case(
     Parameters
     ----------
     writer
-        One of :data:`KILL_WRITERS`.
+        One of :data:`KILL_WRITERS` or :data:`TOOL_WRITERS`.
     inputs
         What :func:`write_kill_inputs` wrote.
     work
@@ -385,6 +391,8 @@ def kill_case(
         head = _HEAD
         call = f"write_cube(read_cube({str(inputs['cube'])!r}), {str(dest)!r}"
         kind = "cube"
+    elif writer in TOOL_WRITERS:
+        return _tool_case(writer, inputs, work)
     elif writer in {"normalize", "pipeline"}:
         dest = work / "store.zarr"
         head = f"{_HEAD}ds = DataStore({str(dest)!r}, zarr_mode='r+', cluster='threads', show_progress=False)\n"
@@ -404,7 +412,7 @@ def kill_case(
             prepare=((inputs["store"], dest),),
         )
     else:
-        msg = f"writer: expected one of {list(KILL_WRITERS)}, found {writer!r}; pass one of them"
+        msg = f"writer: expected one of {[*KILL_WRITERS, *TOOL_WRITERS]}, found {writer!r}; pass one of them"
         raise OperationArgumentError(msg)
     return KillCase(
         writer=writer,
@@ -412,6 +420,36 @@ def kill_case(
         rerun=f"{head}{call}, overwrite=True)\n",
         destination=dest,
         kind=kind,
+        in_place=False,
+    )
+
+
+def _tool_case(writer: str, inputs: dict[str, Path], work: Path) -> KillCase:
+    """The kill case of a store tool (:data:`TOOL_WRITERS`)."""
+    store = str(inputs["store"])
+    head = (
+        "import numpy as np\n"
+        "from cytearc.tools import DataStoreMerge, SubsetZarr, repack_zarr\n"
+        "options = {'cluster': 'threads', 'show_progress': False}\n"
+    )
+    dest = work / f"{writer}.zarr"
+    if writer == "subset":
+        head += f"from cytearc import DataStore\nhalf = np.arange(0, DataStore({store!r}).cells.n_rows, 2)\n"
+        call = f"SubsetZarr({store!r}, {str(dest)!r}, cells=half, **options"
+        rerun = f"{call}, overwrite=True).dump()\n"
+    elif writer == "merge":
+        call = f"DataStoreMerge([{store!r}, {store!r}], {str(dest)!r}, names=['a', 'b'], mem_budget='256MiB', **options"
+        rerun = f"{call}).dump()\n"  # the same merge again resumes it
+    else:
+        call = f"repack_zarr({store!r}, {str(dest)!r}, profile='object_store', **options"
+        rerun = f"{call}, overwrite=True)\n"
+    suffix = ").dump()\n" if writer != "repack" else ")\n"
+    return KillCase(
+        writer=writer,
+        code=f"{head}{call}{suffix}",
+        rerun=f"{head}{rerun}",
+        destination=dest,
+        kind="store",
         in_place=False,
     )
 
