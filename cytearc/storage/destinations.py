@@ -140,6 +140,8 @@ def _foreign_key(folder: Path, store: Path) -> str | None:
             continue
         node = _node(entry) if entry.is_dir() and not entry.is_symlink() else None
         if node is None:
+            if entry.is_dir() and not entry.is_symlink() and _only_partials(entry):
+                continue  # folders zarr made for a node whose first zarr.json a kill interrupted
             return key
         if node.get("node_type") == "group":
             found = _foreign_key(entry, store)
@@ -150,6 +152,14 @@ def _foreign_key(folder: Path, store: Path) -> str | None:
         if found is not None:
             return found
     return None
+
+
+def _only_partials(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but folders and zarr's ``.partial`` files (no data)."""
+    return all(
+        (p.is_dir() and not p.is_symlink()) or (p.is_file() and ZARR_PARTIAL.fullmatch(p.name))
+        for p in folder.rglob("*")
+    )
 
 
 def _foreign_array_key(folder: Path, node: dict[str, object], store: Path) -> str | None:
