@@ -177,7 +177,7 @@ class SeuratSource(FileSource):
         self._features = pd.concat(tables, ignore_index=True)
         self.membership = {name: f"{name}_I" for name in membership}
         """The membership column of each assay some cells lack (see :mod:`cytearc.io.importer`)."""
-        self._matrix = sp.hstack(blocks, format="csr")
+        self._matrix = canonical_csr(sp.hstack(blocks, format="csr"))
         kinds = {np.dtype(b.dtype) for b in blocks}
         self._dtype = np.result_type(*kinds)
 
@@ -278,7 +278,8 @@ class SeuratSource(FileSource):
             msg = f"{where}: the assay holds cells {list(unknown[:3])} that are not the object's cells (meta.data row names); the object is inconsistent"
             raise SourceFormatError(msg)
         features = np.asarray(features_map.index.astype(str), dtype=object)
-        parts, rows, measured = [], [], np.zeros(len(cell_ids), dtype=bool)
+        rows, columns, values = [], [], []
+        measured = np.zeros(len(cell_ids), dtype=bool)
         for layer in chosen:
             matrix = stored[layer]
             held_cells = cells_map.index[cells_map[layer].to_numpy()]
@@ -294,20 +295,15 @@ class SeuratSource(FileSource):
                 msg = f"{where}: the layers {chosen} hold cell {cell_ids[at[measured[at]][0]]!r} more than once, so their counts would be added; select disjoint layers with assay_layers={{{name!r}: [...]}}"
                 raise SourceFormatError(msg)
             measured[at] = True
-            block = sp.csr_matrix(matrix.T)
-            expand = sp.csr_matrix(
-                (np.ones(len(held_features)), (np.arange(len(held_features)), held_features)),
-                shape=(len(held_features), len(features)),
-            )
-            parts.append((block @ expand).astype(block.dtype))
-            rows.append(at)
-        order = np.concatenate(rows)
-        stacked = sp.vstack(parts, format="csr")
-        place = sp.csr_matrix(
-            (np.ones(len(order)), (order, np.arange(len(order)))), shape=(len(cell_ids), len(order))
+            entries = matrix.tocoo()  # the layer's own features x cells, placed in the assay's
+            rows.append(at[entries.col])
+            columns.append(held_features[entries.row])
+            values.append(entries.data)
+        counts = sp.coo_matrix(
+            (np.concatenate(values), (np.concatenate(rows), np.concatenate(columns))),
+            shape=(len(cell_ids), len(features)),
         )
-        counts = canonical_csr((place @ stacked).astype(stacked.dtype))
-        return counts, features, measured
+        return canonical_csr(counts), features, measured
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
         """Cells ``start:stop`` of every assay read, side by side.
@@ -322,7 +318,8 @@ class SeuratSource(FileSource):
         scipy.sparse.csr_matrix
             The band, cells x features, canonical.
         """
-        return canonical_csr(self._matrix[start:stop])
+        band: sp.csr_matrix = self._matrix[start:stop]
+        return band
 
     def close(self) -> None:
         """Nothing is held open: the file was read whole."""

@@ -316,7 +316,6 @@ class Store:
         self.writable = zarr_mode == "r+"
         self.show_progress = show_progress
         self.cache: dict[str, Any] = {}
-        self._engine_options = (mem_budget, workers, cluster)
         self._reopen: dict[str, Any] = {
             "location": location,
             "mem_budget": mem_budget,
@@ -326,6 +325,7 @@ class Store:
             "storage_options": storage_options,
             "show_progress": show_progress,
         }
+        """The options of this open, which the engine and ``open_workspace`` use."""
         self.store_root, self.where = open_root(
             location, mode=zarr_mode, storage_options=storage_options
         )
@@ -495,8 +495,10 @@ class Store:
     @property
     def engine(self) -> Engine:
         """The engine computations run on, started (or reused) on first use."""
-        mem_budget, workers, cluster = self._engine_options
-        return get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
+        options = self._reopen
+        return get_engine(
+            mem_budget=options["mem_budget"], workers=options["workers"], cluster=options["cluster"]
+        )
 
     @property
     def dataset_fingerprint(self) -> str:
