@@ -186,26 +186,29 @@ def _refuse_unmeasured(
         )
 
 
-def _normed(
-    store: Store, assay: str, recorded: PipelineRun | None, cells: np.ndarray | None
+def _run_normed(
+    store: Store, recorded: PipelineRun, cells: np.ndarray
 ) -> tuple[_Matrix, dict[str, Any]]:
-    """The normalized values of the exported cells: the run's ``normalized`` artifact, or computed."""
+    """The run's ``normalized`` values, one row per exported cell."""
+    artifact = recorded.artifact("normalized")
+    values = artifact.lazy("data")
+    if values.shape[0] != len(cells):
+        msg = f"{store.where}: run {recorded.run_id}: its normalized values hold {values.shape[0]} cells, its cell selection {len(cells)}; the run's records are damaged - run `cytearc verify`"
+        raise OperationArgumentError(msg)
+    return _Matrix(values=values, shard_rows=int(values.chunks[0][0])), {
+        "artifact": str(artifact.ref),
+        **artifact.parameters,
+    }
+
+
+def _normed(store: Store, assay: str) -> tuple[_Matrix, dict[str, Any]]:
+    """The assay type's normalization of every cell, computed band by band as exported."""
     from cytearc.ops.normalize import default_method, normalized_graph  # noqa: PLC0415 (the operations import the store)
 
     counts = store.assays[assay]
     shard_rows = int(counts.counts.chunks[0][0])
-    if recorded is not None:
-        artifact = recorded.artifact("normalized")
-        values = artifact.lazy("data")
-        if cells is None or values.shape[0] != len(cells):
-            msg = f"{store.where}: run {recorded.run_id}: its normalized values hold {values.shape[0]} cells, its cell selection {0 if cells is None else len(cells)}; the run's records are damaged - run `cytearc verify`"
-            raise OperationArgumentError(msg)
-        return _Matrix(values=values, shard_rows=int(values.chunks[0][0])), {
-            "artifact": str(artifact.ref),
-            **artifact.parameters,
-        }
     method = default_method(counts.assayType)
-    rows = np.arange(counts.shape[0]) if cells is None else cells
+    rows = np.arange(counts.shape[0])
     idf = None
     if method == "tfidf":
         measured = store.cells.fetch_all(membership_column(store.cells, assay) or "I").astype(bool)
@@ -273,7 +276,11 @@ def _plan(
     x = _counts_matrix(counts, cells)
     uns["cytearc"] = {**uns["cytearc"], "matrix": matrix, "layers": chosen}
     if matrix == "normed":
-        x, normalization = _normed(store, assay, recorded, cells)
+        x, normalization = (
+            _normed(store, assay)
+            if recorded is None or cells is None
+            else _run_normed(store, recorded, cells)
+        )
         uns["cytearc"]["normalization"] = normalization
     return _Export(
         obs=obs,
