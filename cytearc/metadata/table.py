@@ -110,9 +110,7 @@ def list_columns(group: zarr.Group, columns: list[str]) -> None:
     columns
         Every column name, in order.
     """
-    group.attrs.update(
-        {COLUMNS_ATTRIBUTE: list(columns), COLUMNS_DIGEST_ATTRIBUTE: columns_digest(columns)}
-    )
+    _finish_replacing(group, columns, done=())
 
 
 def replacing(group: zarr.Group) -> list[str]:
@@ -138,7 +136,10 @@ def replacing(group: zarr.Group) -> list[str]:
 
 
 def _finish_replacing(group: zarr.Group, columns: list[str], *, done: Iterable[str]) -> None:
-    """List ``columns`` and unmark ``done`` from ``cytearc:replacing``, in one ``zarr.json`` write."""
+    """List ``columns`` (with their digest) and unmark ``done`` from ``cytearc:replacing``, in one ``zarr.json`` write.
+
+    A column no longer listed is unmarked too.
+    """
     remaining = [c for c in replacing(group) if c not in set(done) and c in columns]
     attributes = dict(group.attrs)
     attributes.pop(REPLACING_ATTRIBUTE, None)
