@@ -4,23 +4,30 @@ Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
 naming the first damaged array, chunk and the remedy, 3 no store at the path
 (or a remote store that cannot be reached), as ``cytepool verify``.
+
+Every path may be an fsspec URL (``s3://bucket/ds.zarr``); the options of
+its filesystem come from ``--storage-options`` (before the command) or
+fsspec's ``FSSPEC_<PROTOCOL>`` environment variables.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+import fsspec.config
+
 from cytearc import __version__
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     from cytearc.datastore import DataStore
 
-__all__ = ["main", "report_errors"]
+__all__ = ["main", "report_errors", "storage_configuration"]
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -532,6 +539,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--debug", action="store_true", help="show the traceback of an error instead of one line"
     )
+    parser.add_argument(
+        "--storage-options",
+        type=_storage_options,
+        default={},
+        metavar="JSON",
+        help="fsspec options of the URLs the command reads and writes, by protocol: "
+        '\'{"s3": {"endpoint_url": "http://...", "key": "...", "secret": "..."}}\' '
+        "(as fsspec's FSSPEC_S3 environment variable sets them)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _store_commands(sub)
     _tool_commands(sub)
@@ -574,10 +590,56 @@ def report_errors(call: Callable[[], int], *, debug: bool) -> int:
         return 1
 
 
+def _storage_options(text: str) -> dict[str, dict[str, Any]]:
+    """``--storage-options``: a JSON object of fsspec options by protocol."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        msg = f"expected a JSON object, found {text!r} ({exc})"
+        raise argparse.ArgumentTypeError(msg) from exc
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        msg = 'expected a JSON object of options by protocol, such as {"s3": {"anon": true}}'
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+@contextlib.contextmanager
+def storage_configuration(options: Mapping[str, Mapping[str, Any]]) -> Iterator[None]:
+    """Give every fsspec filesystem this process makes ``options`` of its protocol, until the block ends.
+
+    fsspec applies its configuration (``fsspec.config.conf``, which the
+    ``FSSPEC_<PROTOCOL>`` environment variables fill) to every filesystem it
+    creates, so the command line passes storage options this way to every
+    reader and writer. Filesystems pickled to workers carry them.
+
+    Parameters
+    ----------
+    options
+        Options by protocol (``{"s3": {"endpoint_url": ...}}``).
+
+    Yields
+    ------
+    None
+    """
+    saved = {name: dict(fsspec.config.conf.get(name, {})) for name in options}
+    missing = [name for name in options if name not in fsspec.config.conf]
+    for name, values in options.items():
+        fsspec.config.conf[name] = {**saved[name], **values}
+    try:
+        yield
+    finally:
+        for name in options:
+            if name in missing:
+                fsspec.config.conf.pop(name, None)
+            else:
+                fsspec.config.conf[name] = saved[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = _parser().parse_args(argv)
-    return report_errors(lambda: int(args.run(args)), debug=args.debug)
+    with storage_configuration(args.storage_options):
+        return report_errors(lambda: int(args.run(args)), debug=args.debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,7 +7,7 @@ this module: they take the narrow :class:`~cytearc.storage.store.AnalysisStore`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cytearc.artifacts import Artifact, ArtifactRef, Lineage, lineage, list_artifacts, open_artifact
 from cytearc.ops.namespaces import (
@@ -291,13 +291,14 @@ class DataStore(Store):
         run: str | None = None,
         layers: Mapping[str, str] | Sequence[str] | None = None,
         overwrite: bool = False,
-    ) -> Path:
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Path | str:
         """Write the assay as an H5AD file, ``X`` and layers streamed band by band (see :func:`cytearc.io.export.to_h5ad`).
 
         Parameters
         ----------
         path
-            The file.
+            The file: a local path or an fsspec URL.
         assay
             The assay to export.
         matrix
@@ -308,11 +309,13 @@ class DataStore(Store):
             Raw counts of assays with the same features, as for :meth:`to_anndata`.
         overwrite
             Replace an existing file.
+        storage_options
+            The fsspec options of a URL ``path``.
 
         Returns
         -------
-        pathlib.Path
-            The file.
+        pathlib.Path or str
+            The file (its URL when it was written to one).
         """
         from cytearc.io.export import to_h5ad  # noqa: PLC0415
 
@@ -324,28 +327,40 @@ class DataStore(Store):
             run=run,
             layers=layers,
             overwrite=overwrite,
+            storage_options=storage_options,
         )
 
-    def to_mtx(self, directory: str | Path, *, assay: str = "RNA", overwrite: bool = False) -> Path:
+    def to_mtx(
+        self,
+        directory: str | Path,
+        *,
+        assay: str = "RNA",
+        overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> Path | str:
         """Write the assay as a 10x Matrix Market folder (see :func:`cytearc.io.export.to_mtx`).
 
         Parameters
         ----------
         directory
-            The folder.
+            The folder: a local path or an fsspec URL.
         assay
             The assay to export.
         overwrite
             Replace an existing folder.
+        storage_options
+            The fsspec options of a URL ``directory``.
 
         Returns
         -------
-        pathlib.Path
-            The folder.
+        pathlib.Path or str
+            The folder (its URL when it was written to one).
         """
         from cytearc.io.export import to_mtx  # noqa: PLC0415
 
-        return to_mtx(self, directory, assay=assay, overwrite=overwrite)
+        return to_mtx(
+            self, directory, assay=assay, overwrite=overwrite, storage_options=storage_options
+        )
 
     def list_artifacts(self, kind: str | None = None) -> list[Artifact]:
         """Published artifacts of the datastore and its assays, oldest first.

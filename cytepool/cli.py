@@ -12,7 +12,14 @@ Exit codes, the same for every command:
   ``error: <ErrorName>: <message>`` on stderr;
 - 2: usage errors (argparse);
 - 3: no cube at a path given (nothing there, or not a cube: a file, an empty
-  directory, a Zarr store of another kind).
+  directory, a Zarr store of another kind, an object-store prefix whose write
+  is in progress or was interrupted).
+
+A cube path may be a local path or an fsspec URL (``s3://bucket/x.cube.zarr``,
+``gs://...``, ``https://...`` to read); ``--storage-options`` gives the URL's
+filesystem options as a JSON object (``'{"anon": true}'``,
+``'{"endpoint_url": "http://127.0.0.1:9000"}'``), and is ignored for local
+paths.
 
 ``inspect``, ``history`` and ``verify`` open the cube the same way, so they
 share codes 0, 1 and 3; ``verify`` reads every value as well. A traceback is
@@ -32,7 +39,8 @@ from cytepool._versions import package_version
 from cytepool.cube.provenance import describe_provenance, verify_chain
 from cytepool.cube.reader import read_cube
 from cytepool.cube.writer import write_cube
-from cytepool.errors import ContrastFormatError, CubeError, CubeNotFoundError
+from cytepool.errors import ContrastFormatError, CubeError, CubeNotFoundError, CubeValueError
+from cytepool.locations import is_url
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +55,7 @@ EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_NO_CUBE: Final = 3
 
+_PATH_HELP: Final = "the cube: a local path or a URL (s3://, gs://, https:// ...)"
 _CONTRAST_EXAMPLES: Final = (
     "expected JSON weights of design columns such as "
     """'{"conditionstim": 1, "conditionctrl": -1}' or '[0, 1, -1]', or an R expression """
@@ -95,8 +104,25 @@ def _print_summary(info: dict[str, Any]) -> None:
         print(f"    {line}")
 
 
+def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The value of ``--storage-options``: a JSON object of fsspec filesystem options, or None."""
+    text: str | None = args.storage_options
+    if text is None:
+        return None
+    expected = """expected a JSON object of fsspec filesystem options such as '{"anon": true}'"""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        msg = f"--storage-options: {expected}, found invalid JSON at line {error.lineno}, column {error.colno} ({error.msg})"
+        raise CubeValueError(msg) from error
+    if not isinstance(value, dict):
+        msg = f"--storage-options: {expected}, found a JSON {type(value).__name__}"
+        raise CubeValueError(msg)
+    return value
+
+
 def _inspect(args: argparse.Namespace) -> int:
-    cube = read_cube(args.path)
+    cube = read_cube(args.path, storage_options=_storage_options(args))
     info = _summary(cube, str(args.path))
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
@@ -107,9 +133,11 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     try:
-        cube = read_cube(args.path)
+        options = _storage_options(args)
+        cube = read_cube(args.path, storage_options=options)
         fingerprint = cube.verify_fingerprint(progress=args.progress)
-        chain = verify_chain(cube, [read_cube(p) for p in args.chain]) if args.chain else None
+        inputs = [read_cube(p, storage_options=options) for p in args.chain]
+        chain = verify_chain(cube, inputs) if args.chain else None
     except CubeError as exc:
         _report(args, ok=False, error=exc)
         if args.debug:
@@ -139,7 +167,7 @@ def _report(args: argparse.Namespace, *, ok: bool, **fields: Any) -> None:
 
 
 def _history(args: argparse.Namespace) -> int:
-    cube = read_cube(args.path)
+    cube = read_cube(args.path, storage_options=_storage_options(args))
     if args.json:
         print(json.dumps(cube.provenance, indent=2))
     else:
@@ -150,15 +178,28 @@ def _history(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from cytepool.cube.demo import demo_cube  # noqa: PLC0415
 
-    out = Path(args.output)
-    out.mkdir(parents=True, exist_ok=True)
+    options = _storage_options(args)
+    if is_url(args.output):
+        folder = args.output.rstrip("/")
+    else:
+        Path(args.output).mkdir(parents=True, exist_ok=True)
+        folder = str(Path(args.output))
     cube = demo_cube()
-    path = write_cube(cube, out / "demo.cube.zarr", compression="zstd", overwrite=True)
-    merged = read_cube(path).combine(axis="groups", mapping={"CD4 T": "T", "CD8 T": "T"})
+    path = write_cube(
+        cube,
+        f"{folder}/demo.cube.zarr",
+        compression="zstd",
+        overwrite=True,
+        storage_options=options,
+    )
+    merged = read_cube(path, storage_options=options).combine(
+        axis="groups", mapping={"CD4 T": "T", "CD8 T": "T"}
+    )
     chain_path = write_cube(
         merged.select(samples=merged.samples["sample"].iloc[:4].tolist()),
-        out / "demo-T.cube.zarr",
+        f"{folder}/demo-T.cube.zarr",
         overwrite=True,
+        storage_options=options,
     )
     print(f"wrote {path} and {chain_path}")
     return EXIT_OK
@@ -203,7 +244,7 @@ def _de(args: argparse.Namespace) -> int:
     from cytepool.plots import save_de_figures  # noqa: PLC0415
 
     contrast = _contrast_option(args.contrast)
-    cube = read_cube(args.path)
+    cube = read_cube(args.path, storage_options=_storage_options(args))
     options: dict[str, Any] = {
         "design": args.design,
         "coef": args.coef,
@@ -276,17 +317,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help=debug_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
+    common.add_argument(
+        "--storage-options",
+        default=None,
+        metavar="JSON",
+        help="""fsspec filesystem options of the cube URLs, a JSON object such as '{"anon": true}'""",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
         return sub.add_parser(name, parents=[common], **kwargs)
 
     p = command("inspect", help="shape, tables, layers, fingerprint and provenance of a cube")
-    p.add_argument("path")
+    p.add_argument("path", help=_PATH_HELP)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=_inspect)
     p = command("verify", help="read every value and check it against the stored digests")
-    p.add_argument("path")
+    p.add_argument("path", help=_PATH_HELP)
     p.add_argument(
         "--chain",
         nargs="*",
@@ -298,11 +345,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(run=_verify)
     p = command("history", help="the provenance of a cube in plain words")
-    p.add_argument("path")
+    p.add_argument("path", help=_PATH_HELP)
     p.add_argument("--json", action="store_true", help="print the provenance JSON")
     p.set_defaults(run=_history)
     p = command("de", help="limma-voom differential expression per group of a cube")
-    p.add_argument("path")
+    p.add_argument("path", help=_PATH_HELP)
     p.add_argument(
         "--design", required=True, help='a formula on the sample table, e.g. "~ donor + condition"'
     )
@@ -334,7 +381,10 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_de)
     p = command("demo", help="write a demo cube and a cube derived from it")
     p.add_argument(
-        "-o", "--output", default="demo", help="directory to write into (default: ./demo)"
+        "-o",
+        "--output",
+        default="demo",
+        help="directory (or object-store URL prefix) to write into (default: ./demo)",
     )
     p.set_defaults(run=_demo)
     return parser

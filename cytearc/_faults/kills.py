@@ -9,6 +9,7 @@ import subprocess
 import sys
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
 from cytearc._faults.verdict import (
@@ -23,7 +24,6 @@ from cytearc.errors import OperationArgumentError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
-    from pathlib import Path
 
 __all__ = [
     "KILL_WRITERS",
@@ -257,15 +257,17 @@ def write_kill_inputs(folder: Path, *, n_cells: int = 3000, n_genes: int = 400) 
     params = Params(n_cells=n_cells, n_genes=n_genes, n_types=2, n_markers=5, n_donors=2)
     folder.mkdir(parents=True, exist_ok=True)
     write_dataset(params, folder / "data")
-    store = write_store(
-        folder / "base.zarr",
-        n_cells=n_cells,
-        n_genes=n_genes,
-        n_types=2,
-        n_markers=5,
-        n_donors=2,
-        cluster="threads",
-        layout=CountLayout(unit_bytes=2**14, chunk_bytes=2**12),
+    store = Path(
+        write_store(
+            folder / "base.zarr",
+            n_cells=n_cells,
+            n_genes=n_genes,
+            n_types=2,
+            n_markers=5,
+            n_donors=2,
+            cluster="threads",
+            layout=CountLayout(unit_bytes=2**14, chunk_bytes=2**12),
+        )
     )
     cube = folder / "base.cube.zarr"
     ds = DataStore(store, cluster="threads", show_progress=False)

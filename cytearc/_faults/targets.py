@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from cytearc._faults.sources import draw_source_mutation, scan_sources, write_sources
@@ -12,7 +13,6 @@ from cytearc._faults.verdict import Verdict, classify, cube_values, store_values
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from pathlib import Path
 
     from cytearc._faults.sources import SourceFile, SourceMutation
     from cytearc._faults.trees import Choose, Tree, TreeMutation
@@ -139,15 +139,17 @@ def fuzz_targets(folder: Path, *, only: tuple[str, ...] = FUZZ_TARGETS) -> dict[
     folder.mkdir(parents=True, exist_ok=True)
     targets: dict[str, FuzzTarget] = {}
     if "store" in only:
-        store = write_store(
-            folder / "store.zarr",
-            n_cells=60,
-            n_genes=210,
-            n_types=1,
-            n_markers=1,
-            n_donors=2,
-            cluster="threads",
-            layout=CountLayout(unit_bytes=2**11, chunk_bytes=2**9),
+        store = Path(
+            write_store(
+                folder / "store.zarr",
+                n_cells=60,
+                n_genes=210,
+                n_types=1,
+                n_markers=1,
+                n_donors=2,
+                cluster="threads",
+                layout=CountLayout(unit_bytes=2**11, chunk_bytes=2**9),
+            )
         )
         DataStore(
             store, zarr_mode="r+", cluster="threads", show_progress=False

@@ -762,7 +762,7 @@ def write_store(
     overwrite: bool = False,
     show_progress: bool = False,
     **options: Any,
-) -> Path:
+) -> Path | str:
     """Generate the synthetic dataset and import it into a new CyteArc store.
 
     Parameters
@@ -782,8 +782,8 @@ def write_store(
 
     Returns
     -------
-    Path
-        The store's path.
+    pathlib.Path or str
+        The store's path (its URL when written to one).
 
     Raises
     ------

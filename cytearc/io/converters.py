@@ -7,7 +7,11 @@ files, whose readers live beside this module; they check the destination
 their file, and :meth:`ToZarr.dump` checks it again. Each takes the source, the
 destination, the options of its reader and those of
 :func:`~cytearc.io.importer.write_store`, all keyword-only after the first
-two; :meth:`ToZarr.dump` writes the store. The functions
+two; :meth:`ToZarr.dump` writes the store. A file importer's source is a
+local path or an fsspec URL (``s3://``, ``gs://``, ``http(s)://``) with
+``source_storage_options``: HDF5 files are read in byte ranges (or copied to
+a temporary file first with ``download=True``) and text files streamed,
+never downloaded whole. The functions
 :func:`import_10x_h5`, :func:`import_10x_mtx`, :func:`import_h5ad` and
 :func:`import_csv` take the same options and write at once, and
 :func:`~cytearc.io.detect.import_data` picks the importer from the file.
@@ -16,7 +20,7 @@ two; :meth:`ToZarr.dump` writes the store. The functions
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cytearc.io.importer import ImportResult, document_store_options, write_store
 from cytearc.io.sources import CountSource, SparseSource
@@ -63,7 +67,7 @@ class ToZarr:
     source
         The counts and tables to import; :meth:`dump` closes it.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     %(store_options)s
     """
 
@@ -80,6 +84,7 @@ class ToZarr:
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -97,6 +102,7 @@ class ToZarr:
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -138,7 +144,7 @@ class SparseToZarr(ToZarr):
         One row per feature, with ``ids`` and ``names`` columns
         (``feature_types`` defaults to "Gene Expression").
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     %(store_options)s
 
     Raises
@@ -174,6 +180,7 @@ class SparseToZarr(ToZarr):
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -193,6 +200,7 @@ class SparseToZarr(ToZarr):
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -212,17 +220,27 @@ class CrToZarr(ToZarr):
     path
         The ``.h5`` file.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     genome
         v2: the genome group to read, needed when the file holds several.
         v3: keep only the features of this genome (all when None).
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Raises
     ------
     SourceFormatError
-        If the file is not a 10x matrix, or the genome is ambiguous or
-        unknown.
+        If the file is missing or not a 10x matrix, or the genome is
+        ambiguous or unknown.
+    StoreAccessError
+        If a file at a URL cannot be read (the endpoint is unreachable or
+        refuses the credentials).
 
     Examples
     --------
@@ -237,11 +255,14 @@ class CrToZarr(ToZarr):
         zarr_loc: str | Path,
         *,
         genome: str | None = None,
+        source_storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -250,15 +271,18 @@ class CrToZarr(ToZarr):
     ) -> None:
         from cytearc.io.tenx import TenxH5Source  # noqa: PLC0415 (h5py only when used)
 
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            TenxH5Source(path, genome=genome),
+            TenxH5Source(
+                path, genome=genome, storage_options=source_storage_options, download=download
+            ),
             zarr_loc,
             assay_split_key=assay_split_key,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -275,15 +299,21 @@ class MtxToZarr(ToZarr):
     ----------
     path
         The folder holding ``matrix.mtx``, ``barcodes.tsv`` and
-        ``features.tsv`` (or ``genes.tsv``).
+        ``features.tsv`` (or ``genes.tsv``); at a URL they are streamed.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
     %(store_options)s
 
     Raises
     ------
     SourceFormatError
         If a file is missing or the tables do not match the matrix.
+    StoreAccessError
+        If a file at a URL cannot be read.
 
     Examples
     --------
@@ -297,11 +327,13 @@ class MtxToZarr(ToZarr):
         path: PathLike,
         zarr_loc: str | Path,
         *,
+        source_storage_options: Mapping[str, Any] | None = None,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -310,15 +342,16 @@ class MtxToZarr(ToZarr):
     ) -> None:
         from cytearc.io.tenx import TenxMtxSource  # noqa: PLC0415
 
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            TenxMtxSource(path),
+            TenxMtxSource(path, storage_options=source_storage_options),
             zarr_loc,
             assay_split_key=assay_split_key,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -336,16 +369,25 @@ class H5adToZarr(ToZarr):
     path
         The ``.h5ad`` file.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     layer
         The layer to import instead of ``X``.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Raises
     ------
     SourceFormatError
-        If the matrix or a table column has an unsupported encoding, or the
-        layer is missing.
+        If the file is missing, the matrix or a table column has an
+        unsupported encoding, or the layer is missing.
+    StoreAccessError
+        If a file at a URL cannot be read.
 
     Examples
     --------
@@ -360,11 +402,14 @@ class H5adToZarr(ToZarr):
         zarr_loc: str | Path,
         *,
         layer: str | None = None,
+        source_storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -373,15 +418,18 @@ class H5adToZarr(ToZarr):
     ) -> None:
         from cytearc.io.h5ad import H5adSource  # noqa: PLC0415
 
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            H5adSource(path, layer=layer),
+            H5adSource(
+                path, layer=layer, storage_options=source_storage_options, download=download
+            ),
             zarr_loc,
             assay_split_key=assay_split_key,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -401,7 +449,7 @@ class CSVtoZarr(ToZarr):
     path
         The table, optionally compressed (``.gz``, ...).
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     orientation
         ``"cells_x_features"`` when rows are cells, ``"features_x_cells"``
         when rows are features.
@@ -410,13 +458,19 @@ class CSVtoZarr(ToZarr):
         files and a comma otherwise.
     index_col
         The position of the column of row ids.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
     %(store_options)s
 
     Raises
     ------
     SourceFormatError
-        If a field is not a finite number, a row has more fields than the
-        header, or cell ids repeat.
+        If the file is missing, a field is not a finite number, a row has
+        more fields than the header, or cell ids repeat.
+    StoreAccessError
+        If a table at a URL cannot be read.
     ValueError
         If ``orientation`` is neither of the two.
 
@@ -435,11 +489,13 @@ class CSVtoZarr(ToZarr):
         orientation: Orientation = "cells_x_features",
         sep: str | None = None,
         index_col: int = 0,
+        source_storage_options: Mapping[str, Any] | None = None,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
@@ -448,15 +504,22 @@ class CSVtoZarr(ToZarr):
     ) -> None:
         from cytearc.io.csv import CsvSource  # noqa: PLC0415
 
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            CsvSource(path, orientation=orientation, sep=sep, index_col=index_col),
+            CsvSource(
+                path,
+                orientation=orientation,
+                sep=sep,
+                index_col=index_col,
+                storage_options=source_storage_options,
+            ),
             zarr_loc,
             assay_split_key=assay_split_key,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -471,11 +534,14 @@ def import_10x_h5(
     destination: str | Path,
     *,
     genome: str | None = None,
+    source_storage_options: Mapping[str, Any] | None = None,
+    download: bool = False,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -490,12 +556,19 @@ def import_10x_h5(
     Parameters
     ----------
     source
-        The ``.h5`` file.
+        The ``.h5`` file: a local path or an fsspec URL, read in byte ranges.
     destination
         The store to create, a local directory.
     genome
         v2: the genome group to read, needed when the file holds several.
         v3: keep only the features of this genome (all when None).
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Returns
@@ -506,8 +579,11 @@ def import_10x_h5(
     Raises
     ------
     SourceFormatError
-        If the file is not a 10x matrix, or the genome is ambiguous or
-        unknown.
+        If the file is missing or not a 10x matrix, or the genome is
+        ambiguous or unknown.
+    StoreAccessError
+        If a file at a URL cannot be read (the endpoint is unreachable or
+        refuses the credentials).
     %(store_raises)s
 
     Examples
@@ -533,11 +609,14 @@ def import_10x_h5(
         source,
         destination,
         genome=genome,
+        source_storage_options=source_storage_options,
+        download=download,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,
@@ -551,11 +630,13 @@ def import_10x_mtx(
     source: PathLike,
     destination: str | Path,
     *,
+    source_storage_options: Mapping[str, Any] | None = None,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -570,9 +651,14 @@ def import_10x_mtx(
     ----------
     source
         The folder holding ``matrix.mtx``, ``barcodes.tsv`` and
-        ``features.tsv`` (or ``genes.tsv``), each optionally gzipped.
+        ``features.tsv`` (or ``genes.tsv``), each optionally gzipped: a local
+        path or an fsspec URL, whose files are streamed.
     destination
         The store to create, a local directory.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
     %(store_options)s
 
     Returns
@@ -584,6 +670,8 @@ def import_10x_mtx(
     ------
     SourceFormatError
         If a file is missing or the tables do not match the matrix.
+    StoreAccessError
+        If a file at a URL cannot be read.
     %(store_raises)s
 
     Examples
@@ -604,11 +692,13 @@ def import_10x_mtx(
     return MtxToZarr(
         source,
         destination,
+        source_storage_options=source_storage_options,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,
@@ -623,11 +713,14 @@ def import_h5ad(
     destination: str | Path,
     *,
     layer: str | None = None,
+    source_storage_options: Mapping[str, Any] | None = None,
+    download: bool = False,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -642,11 +735,18 @@ def import_h5ad(
     Parameters
     ----------
     source
-        The ``.h5ad`` file.
+        The ``.h5ad`` file: a local path or an fsspec URL, read in byte ranges.
     destination
         The store to create, a local directory.
     layer
         The layer to import instead of ``X``.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Returns
@@ -657,8 +757,10 @@ def import_h5ad(
     Raises
     ------
     SourceFormatError
-        If the matrix or a table column has an unsupported encoding, or the
-        layer is missing.
+        If the file is missing, the matrix or a table column has an
+        unsupported encoding, or the layer is missing.
+    StoreAccessError
+        If a file at a URL cannot be read.
     %(store_raises)s
 
     Examples
@@ -680,11 +782,14 @@ def import_h5ad(
         source,
         destination,
         layer=layer,
+        source_storage_options=source_storage_options,
+        download=download,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,
@@ -701,11 +806,13 @@ def import_csv(
     orientation: Orientation = "cells_x_features",
     sep: str | None = None,
     index_col: int = 0,
+    source_storage_options: Mapping[str, Any] | None = None,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -721,7 +828,8 @@ def import_csv(
     Parameters
     ----------
     source
-        The table, optionally compressed (``.gz``, ...).
+        The table, optionally compressed (``.gz``, ...): a local path or an
+        fsspec URL, streamed.
     destination
         The store to create, a local directory.
     orientation
@@ -732,6 +840,10 @@ def import_csv(
         files and a comma otherwise.
     index_col
         The position of the column of row ids.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
     %(store_options)s
 
     Returns
@@ -742,8 +854,10 @@ def import_csv(
     Raises
     ------
     SourceFormatError
-        If a field is not a finite number, a row has more fields than the
-        header, or cell ids repeat.
+        If the file is missing, a field is not a finite number, a row has
+        more fields than the header, or cell ids repeat.
+    StoreAccessError
+        If a table at a URL cannot be read.
     ValueError
         If ``orientation`` is neither of the two.
     %(store_raises)s
@@ -766,11 +880,13 @@ def import_csv(
         orientation=orientation,
         sep=sep,
         index_col=index_col,
+        source_storage_options=source_storage_options,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,

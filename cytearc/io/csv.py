@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal
+from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import ImportOptionError, SourceFormatError
+from cytearc.errors import ImportOptionError, SourceFormatError, StoreAccessError
 from cytearc.io.bands import (
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
@@ -29,11 +29,11 @@ from cytearc.io.bands import (
     validate_unique_cells,
 )
 from cytearc.io.damage import DECOMPRESSION_ERRORS, damaged_text
-from cytearc.io.sources import FileSource
+from cytearc.io.sources import FileSource, open_remote_text, source_location
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
     import scipy.sparse as sp
 
@@ -76,7 +76,9 @@ class CsvSource(FileSource):
     Parameters
     ----------
     path
-        The table (compressed files are read as pandas infers from the suffix).
+        The table (compressed files are read as pandas infers from the
+        suffix): a local path, or an fsspec URL (``s3://...``) streamed
+        front to back, never downloaded whole.
     orientation
         ``"cells_x_features"`` when rows are cells, ``"features_x_cells"``
         when rows are features.
@@ -88,6 +90,8 @@ class CsvSource(FileSource):
         that column and is not an id.
     band_rows
         Cells per on-disk bucket; any band can be read whatever this is.
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
 
     Raises
     ------
@@ -97,6 +101,8 @@ class CsvSource(FileSource):
         the header, or cell ids repeat.
     DamagedSourceError
         If compressed data is truncated or corrupt.
+    StoreAccessError
+        If a table at a URL cannot be read.
 
     Examples
     --------
@@ -117,12 +123,14 @@ class CsvSource(FileSource):
         sep: str | None = None,
         index_col: int = 0,
         band_rows: int = DEFAULT_BAND_ROWS,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
         if orientation not in {"cells_x_features", "features_x_cells"}:
             msg = f"{path}: orientation must be 'cells_x_features' or 'features_x_cells', found {orientation!r}; pass one of them"
             raise ImportOptionError(msg)
-        self._path = Path(path)
-        self._sep = default_separator(self._path) if sep is None else sep
+        location = source_location(path, storage_options)
+        self._path = Path(path) if location.is_local else location
+        self._sep = default_separator(self._path.name) if sep is None else sep
         self._index_col = index_col
         header = self._read_header()
         column_ids = np.asarray([field for i, field in enumerate(header) if i != index_col], object)
@@ -149,11 +157,18 @@ class CsvSource(FileSource):
             }
         )
 
+    def _opened(self) -> contextlib.AbstractContextManager[Path | IO[str]]:
+        """What pandas reads: a local path (pandas infers its compression), or a URL's text stream."""
+        if isinstance(self._path, Path):
+            return contextlib.nullcontext(self._path)
+        return open_remote_text(self._path, remedy="give the CSV table of counts")
+
     def _read_header(self) -> list[str]:
         try:
-            first = pd.read_csv(
-                self._path, sep=self._sep, header=None, nrows=1, dtype=str, na_filter=False
-            )
+            with self._opened() as table:
+                first = pd.read_csv(
+                    table, sep=self._sep, header=None, nrows=1, dtype=str, na_filter=False
+                )
         except FileNotFoundError as error:
             msg = f"{self._path}: no such file; give the CSV table of counts"
             raise SourceFormatError(msg) from error
@@ -183,9 +198,15 @@ class CsvSource(FileSource):
         self, n_fields: int, column_ids: np.ndarray, *, transpose: bool
     ) -> tuple[np.ndarray, np.dtype]:
         """Parse the table into the buckets; return the row ids and the value dtype."""
+        with self._opened() as table:
+            return self._fill_from(table, n_fields, column_ids, transpose=transpose)
+
+    def _fill_from(
+        self, table: Path | IO[str], n_fields: int, column_ids: np.ndarray, *, transpose: bool
+    ) -> tuple[np.ndarray, np.dtype]:
         with self._parsing(n_fields):
             reader = pd.read_csv(
-                self._path,
+                table,
                 sep=self._sep,
                 header=None,
                 skiprows=1,
@@ -222,6 +243,8 @@ class CsvSource(FileSource):
         """Turn what pandas raises into an error naming the file."""
         try:
             yield
+        except StoreAccessError:
+            raise
         except DECOMPRESSION_ERRORS as error:
             raise damaged_text(self._path, error) from error
         except (pd.errors.ParserError, ValueError) as error:

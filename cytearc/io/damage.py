@@ -21,7 +21,9 @@ from typing import IO, TYPE_CHECKING, Final
 
 import numpy as np
 
-from cytearc.errors import DamagedSourceError
+from cytearc.errors import DamagedSourceError, SourceFormatError, StoreAccessError
+from cytearc.io.sources import RemoteFile, decompressed, open_remote, open_remote_text
+from cytepool.locations import Location
 
 if TYPE_CHECKING:
     import os
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DECOMPRESSION_ERRORS",
     "damaged_text",
+    "open_hdf5",
     "open_text",
     "read_dataset",
 ]
@@ -45,29 +48,44 @@ _CODECS: Final[dict[str, type[gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile]]] = {
 }
 
 
-def open_text(path: Path) -> IO[str]:
-    """``path`` as UTF-8 text, decompressed when its name ends in ``.gz``."""
+def open_text(path: Path | Location) -> IO[str]:
+    """``path`` as UTF-8 text, decompressed when its name ends in ``.gz``; a URL is streamed."""
+    if isinstance(path, Location):
+        return open_remote_text(path, remedy="give a 10x Matrix Market folder")
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8")
     return path.open(encoding="utf-8")
 
 
-def _lines_before_damage(path: Path) -> int | None:
+def _lines_before_damage(path: Path | Location) -> int | None:
     """How many whole lines decompress before the stream fails, or None for a format not read here."""
-    codec = _CODECS.get(path.suffix.lower())
+    suffix = path.suffix.lower() if isinstance(path, Path) else Path(path.name).suffix.lower()
+    codec = _CODECS.get(suffix)
     if codec is None:
         return None
     lines = 0
     try:
+        if isinstance(path, Location):
+            with (
+                open_remote(path, remedy="", sequential=True) as raw,
+                decompressed(raw, path.name) as handle,
+            ):
+                for _ in handle:
+                    lines += 1
+            return None
         with codec(path, "rb") as handle:
             for _ in handle:
                 lines += 1
+    except (StoreAccessError, SourceFormatError):
+        return None
     except (*DECOMPRESSION_ERRORS, OSError):
         return lines
     return None
 
 
-def damaged_text(path: str | os.PathLike[str], error: BaseException) -> DamagedSourceError:
+def damaged_text(
+    path: str | os.PathLike[str] | Location, error: BaseException
+) -> DamagedSourceError:
     r"""The error to raise for compressed text whose stream failed with ``error`` while it was read.
 
     The file is decompressed again, line by line, to name the last whole line
@@ -76,7 +94,7 @@ def damaged_text(path: str | os.PathLike[str], error: BaseException) -> DamagedS
     Parameters
     ----------
     path
-        The compressed file.
+        The compressed file (a local path, or the location of a URL).
     error
         What the codec raised.
 
@@ -94,7 +112,7 @@ def damaged_text(path: str | os.PathLike[str], error: BaseException) -> DamagedS
     ...     print(damaged_text(path, EOFError("Compressed file ended")).args[0].replace(d, "<d>"))  # doctest: +ELLIPSIS
     <d>/t.csv.gz: the compressed data is damaged after line ... (EOFError: Compressed file ended); the file is truncated or corrupt - copy or download it again (gzip -t checks a .gz file)
     """
-    where = Path(path)
+    where = path if isinstance(path, Location) and not path.is_local else Path(path)
     lines = _lines_before_damage(where)
     position = "" if lines is None else f" after line {lines}"
     msg = (
@@ -102,6 +120,58 @@ def damaged_text(path: str | os.PathLike[str], error: BaseException) -> DamagedS
         "the file is truncated or corrupt - copy or download it again (gzip -t checks a .gz file)"
     )
     return DamagedSourceError(msg)
+
+
+def open_hdf5(
+    where: Path | Location, *, remedy: str, download: bool = False
+) -> tuple[h5py.File, RemoteFile | None]:
+    """The HDF5 file at a local path or a URL, opened read-only; a truncated file is named as damaged.
+
+    A local path goes to h5py as it is. A file at a URL is read in byte
+    ranges through fsspec (:class:`~cytearc.io.sources.RemoteReader`), or
+    downloaded into a temporary file first when ``download``.
+
+    Parameters
+    ----------
+    where
+        A local path, or the location of a URL.
+    remedy
+        What to give instead of a file that is not HDF5 (``"give an .h5ad file"``).
+    download
+        For a URL: copy the file whole first, instead of reading it in ranges.
+
+    Returns
+    -------
+    tuple of h5py.File and RemoteFile or None
+        The file, and for a URL what it is read from, to close after the
+        HDF5 file.
+
+    Raises
+    ------
+    DamagedSourceError
+        If the file is truncated.
+    SourceFormatError
+        If it is missing or not an HDF5 file.
+    StoreAccessError
+        If a file at a URL cannot be read.
+    """
+    import h5py  # noqa: PLC0415 (h5py only for HDF5 sources)
+
+    remote = (
+        None if isinstance(where, Path) else RemoteFile(where, download=download, remedy=remedy)
+    )
+    try:
+        return h5py.File(where if remote is None else remote.file, "r"), remote
+    except BaseException as error:
+        if remote is not None:
+            remote.close()
+        if isinstance(error, StoreAccessError) or not isinstance(error, OSError):
+            raise
+        if "truncated file" in str(error):
+            msg = f"{where}: the HDF5 file is truncated ({error}); copy or download it again"
+            raise DamagedSourceError(msg) from error
+        msg = f"{where}: cannot open as an HDF5 file ({error}); {remedy}"
+        raise SourceFormatError(msg) from error
 
 
 def _selection_text(selection: slice | tuple[()]) -> str:
@@ -139,6 +209,8 @@ def read_dataset(
         if strings:
             return np.asarray(dataset.asstr()[selection], dtype=object)
         return np.asarray(dataset[selection])
+    except StoreAccessError:
+        raise
     except OSError as error:
         msg = (
             f"{dataset.file.filename}: dataset {dataset.name}{_selection_text(selection)} cannot be read "

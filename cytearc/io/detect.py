@@ -11,6 +11,10 @@ object (:class:`~cytearc.io.seurat.SeuratToZarr`),
 (:class:`~cytearc.io.converters.CSVtoZarr`). The options of
 :func:`import_data` are the keyword-only parameters of that importer; one it
 does not take is refused before the source is read.
+
+A source at an fsspec URL (``s3://bucket/pbmc.h5``) is detected the same
+way: by the suffix of the URL, or, for a URL without one, as a Matrix
+Market folder when ``matrix.mtx`` or ``matrix.mtx.gz`` is below it.
 """
 
 from __future__ import annotations
@@ -24,12 +28,16 @@ from cytearc.errors import ImportOptionError, SourceFormatError
 from cytearc.io.converters import CrToZarr, CSVtoZarr, H5adToZarr, MtxToZarr
 from cytearc.io.loom import LoomToZarr
 from cytearc.io.seurat import SeuratToZarr
+from cytearc.io.sources import remote_file_exists, source_location
+from cytepool.locations import is_url
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Mapping
     from typing import TypeAlias
 
     from cytearc.io.importer import ImportResult
+    from cytepool.locations import Location
 
     FileImporter: TypeAlias = (
         type[CrToZarr]
@@ -61,14 +69,20 @@ _IMPORTERS: tuple[FileImporter, ...] = (
 )
 
 
-def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
+def detect_importer(
+    source: str | os.PathLike[str], *, source_storage_options: Mapping[str, Any] | None = None
+) -> FileImporter:
     """The importer class of ``source``'s format, from its name (and, for a folder, its files).
 
     Parameters
     ----------
     source
         A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
-        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file.
+        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file: a local path or
+        an fsspec URL.
+    source_storage_options
+        The options of the URL's fsspec filesystem; only a URL without a
+        known suffix is looked up (for ``matrix.mtx``).
 
     Returns
     -------
@@ -83,12 +97,18 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
     SourceFormatError
         If ``source`` is a folder without ``matrix.mtx``, does not exist, or
         has a name of no supported format.
+    StoreAccessError
+        If a URL without a known suffix cannot be looked up.
 
     Examples
     --------
     >>> detect_importer("pbmc.h5ad").__name__, detect_importer("counts.tsv.gz").__name__
     ('H5adToZarr', 'CSVtoZarr')
+    >>> detect_importer("s3://bucket/pbmc/filtered_feature_bc_matrix.h5").__name__
+    'CrToZarr'
     """
+    if is_url(source):
+        return _detect_url(source_location(source, source_storage_options))
     path = Path(source)
     if path.is_dir():
         if any((path / name).is_file() for name in ("matrix.mtx", "matrix.mtx.gz")):
@@ -96,6 +116,18 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
         msg = f"{path}: a folder without matrix.mtx(.gz); expected a 10x Matrix Market folder"
         raise SourceFormatError(msg)
     name = path.name.lower()
+    importer = _by_name(name)
+    if importer is not None:
+        return importer
+    if not path.exists():
+        msg = f"{path}: no such file or folder"
+        raise SourceFormatError(msg)
+    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
+    raise SourceFormatError(msg)
+
+
+def _by_name(name: str) -> FileImporter | None:
+    """The importer a file's lower-case name implies, or None."""
     if name.endswith(".h5ad"):
         return H5adToZarr
     if name.endswith(".loom"):
@@ -106,10 +138,20 @@ def detect_importer(source: str | os.PathLike[str]) -> FileImporter:
         return CrToZarr
     if name.endswith(_TABLE_SUFFIXES):
         return CSVtoZarr
-    if not path.exists():
-        msg = f"{path}: no such file or folder"
+    return None
+
+
+def _detect_url(location: Location) -> FileImporter:
+    """The importer of a URL: by its suffix, else a Matrix Market folder if ``matrix.mtx[.gz]`` is below it."""
+    importer = _by_name(location.name.lower())
+    if importer is not None:
+        return importer
+    if any(remote_file_exists(location.child(name)) for name in ("matrix.mtx", "matrix.mtx.gz")):
+        return MtxToZarr
+    if not location.exists():
+        msg = f"{location}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
+    msg = f"{location}: unknown format, and no matrix.mtx(.gz) below it; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 
@@ -129,8 +171,8 @@ def importer_options(importer: FileImporter) -> tuple[str, ...]:
 
     Examples
     --------
-    >>> importer_options(CrToZarr)[:3]
-    ('genome', 'assay_split_key', 'assay_types')
+    >>> importer_options(CrToZarr)[:4]
+    ('genome', 'source_storage_options', 'download', 'assay_split_key')
     """
     parameters = inspect.signature(importer).parameters.values()
     return tuple(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
@@ -179,14 +221,20 @@ def import_data(
     ----------
     source
         A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
-        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file.
+        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file: a local path,
+        or an fsspec URL (``s3://``, ``gs://``, ``http(s)://``) read in byte
+        ranges or streamed, never downloaded whole (unless ``download=True``,
+        for HDF5 files).
     destination
         The store to create, a local directory.
     **options
         The keyword-only options of the format's importer
         (:func:`importer_options`): its reader's (``genome`` for 10x HDF5;
         ``layer`` for H5AD; ``orientation``, ``sep`` and ``index_col`` for
-        tables) and those of :func:`~cytearc.io.importer.write_store`.
+        tables; ``source_storage_options``, the options of a source URL's
+        fsspec filesystem such as credentials and ``endpoint_url``, never
+        recorded nor shown in messages, for every format; ``download`` for
+        HDF5 files) and those of :func:`~cytearc.io.importer.write_store`.
 
     Returns
     -------
@@ -199,7 +247,11 @@ def import_data(
         If the format's importer does not take an option; nothing is read
         or written. It is also a :class:`TypeError`.
     SourceFormatError
-        If the format is unknown, or the source is not what its name says.
+        If the format is unknown, or the source is missing or not what its
+        name says.
+    StoreAccessError
+        If a source at a URL cannot be read (the endpoint is unreachable or
+        refuses the credentials).
     DestinationExistsError, NonFiniteCountsError, MemBudgetError, AssayTypeError, CyteArcError
         As :func:`~cytearc.io.importer.write_store` raises them.
 
@@ -217,6 +269,6 @@ def import_data(
       ...
     cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr and LoomToZarr take it); it takes genome, ...
     """
-    importer = detect_importer(source)
+    importer = detect_importer(source, source_storage_options=options.get("source_storage_options"))
     _validate_options(source, importer, options)
     return importer(source, destination, **options).dump()

@@ -16,18 +16,22 @@ measure every exported cell is refused as a layer).
 :func:`to_h5ad` writes ``X`` as CSR band by band of whole shards sized from
 the engine's budget, so its memory is one band however large the store; the
 file is written beside the destination and renamed into place when it is
-complete. :func:`to_mtx` cannot declare membership, so it refuses an assay
+complete, or, for an fsspec URL, written in ``TMPDIR`` and uploaded as one
+object. :func:`to_mtx` cannot declare membership, so it refuses an assay
 that did not measure every cell (Matrix Market's zero rows would read back
 as measured cells).
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anndata as ad
@@ -45,17 +49,17 @@ from cytearc.errors import (
     UnmeasuredCellsError,
 )
 from cytearc.metadata.membership import membership_column
-from cytearc.storage.destinations import validate_local_path
+from cytearc.storage.destinations import writable_location
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
-    from pathlib import Path
 
     import dask.array as da
 
     from cytearc.assays.assay import Assay
     from cytearc.pipeline.runner import PipelineRun
     from cytearc.storage.store import Store
+    from cytepool.locations import Location
 
 __all__ = ["to_anndata", "to_h5ad", "to_mtx"]
 
@@ -377,14 +381,55 @@ def to_anndata(
     )
 
 
-def _temporary(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def _refuse_existing(path: Path, *, overwrite: bool) -> None:
-    if path.exists() and not overwrite:
-        msg = f"{path}: already exists; pass overwrite=True to replace it, or choose another path"
+def _refuse_existing(target: Location, *, overwrite: bool) -> None:
+    if target.exists() and not overwrite:
+        msg = f"{target}: already exists; pass overwrite=True to replace it, or choose another path"
         raise DestinationExistsError(msg)
+
+
+@contextlib.contextmanager
+def _publishing(target: Location, *, folder: bool, overwrite: bool) -> Iterator[Path]:
+    """A temporary local file (or folder) to write; published at ``target`` when the block ends.
+
+    Locally it is a hidden sibling renamed into place. On an object store it
+    is written in ``TMPDIR`` and uploaded: a file as one object, which S3
+    shows only once the upload completes; a folder's files one by one (after
+    any old folder is removed), the Matrix Market matrix last.
+    """
+    _refuse_existing(target, overwrite=overwrite)
+    if target.path is not None:
+        tmp = target.path.with_name(f".{target.path.name}.tmp-{os.getpid()}")
+        _remove(tmp)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="cytearc-export-")) / target.name
+    if folder:
+        tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        if target.path is not None:
+            if folder and target.path.exists():
+                shutil.rmtree(target.path)
+            tmp.replace(target.path)
+            return
+        fs, path = target.filesystem()
+        if not folder:
+            fs.put_file(str(tmp), path)
+            return
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+        for name in sorted(p.name for p in tmp.iterdir()):
+            if name != "matrix.mtx.gz":
+                fs.put_file(str(tmp / name), f"{path}/{name}")
+        fs.put_file(str(tmp / "matrix.mtx.gz"), f"{path}/matrix.mtx.gz")
+    finally:
+        _remove(tmp if target.path is not None else tmp.parent)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def to_h5ad(
@@ -396,7 +441,8 @@ def to_h5ad(
     run: str | None = None,
     layers: Mapping[str, str] | Sequence[str] | None = None,
     overwrite: bool = False,
-) -> Path:
+    storage_options: Mapping[str, Any] | None = None,
+) -> Path | str:
     """Write the assay's raw counts (or normalized values) and the tables as an H5AD file, streamed.
 
     ``X`` and each layer are written as CSR band by band of whole shards
@@ -408,7 +454,7 @@ def to_h5ad(
     store
         The store.
     path
-        The ``.h5ad`` file to write (a local path).
+        The ``.h5ad`` file to write: a local path or an fsspec URL.
     assay
         The assay to export.
     matrix
@@ -419,44 +465,41 @@ def to_h5ad(
         Raw counts of assays with the same features, as for :func:`to_anndata`.
     overwrite
         Replace an existing file.
+    storage_options
+        The fsspec options of a URL ``path``.
 
     Returns
     -------
-    pathlib.Path
-        The file.
+    pathlib.Path or str
+        The file (its URL when it was written to one).
 
     Raises
     ------
     DestinationExistsError
         The file exists and ``overwrite`` is False.
     RemoteDestinationError
-        ``path`` is a URL.
+        ``path`` is on a read-only protocol (``http(s)://``).
     AssayNotFoundError
         The store has no such assay.
     OperationArgumentError, UnmeasuredCellsError
         As for :func:`to_anndata`.
     """
-    target = validate_local_path(path, kind="H5AD files")
+    target = writable_location(path, storage_options=storage_options, kind="H5AD files")
     _refuse_existing(target, overwrite=overwrite)
     plan = _plan(store, assay, run, matrix=matrix, layers=layers)
-    tmp = _temporary(target)
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["encoding-type"] = "anndata"
-            f.attrs["encoding-version"] = "0.1.0"
-            write_elem(f, "obs", plan.obs)
-            write_elem(f, "var", plan.var)
-            write_elem(f, "uns", plan.uns)
-            write_elem(f, "obsm", plan.obsm)
-            for name in ("varm", "obsp", "varp", "layers"):
-                write_elem(f, name, {})
-            _stream(store, f, "X", plan.x)
-            for name, part in plan.layers.items():
-                _stream(store, f, f"layers/{name}", part)
-        tmp.replace(target)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return target
+    with _publishing(target, folder=False, overwrite=overwrite) as tmp, h5py.File(tmp, "w") as f:
+        f.attrs["encoding-type"] = "anndata"
+        f.attrs["encoding-version"] = "0.1.0"
+        write_elem(f, "obs", plan.obs)
+        write_elem(f, "var", plan.var)
+        write_elem(f, "uns", plan.uns)
+        write_elem(f, "obsm", plan.obsm)
+        for name in ("varm", "obsp", "varp", "layers"):
+            write_elem(f, name, {})
+        _stream(store, f, "X", plan.x)
+        for name, part in plan.layers.items():
+            _stream(store, f, f"layers/{name}", part)
+    return target.path or str(target)
 
 
 def _stream(store: Store, f: h5py.File, key: str, part: _Matrix) -> None:
@@ -473,8 +516,13 @@ def _stream(store: Store, f: h5py.File, key: str, part: _Matrix) -> None:
 
 
 def to_mtx(
-    store: Store, directory: str | os.PathLike[str], *, assay: str = "RNA", overwrite: bool = False
-) -> Path:
+    store: Store,
+    directory: str | os.PathLike[str],
+    *,
+    assay: str = "RNA",
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Path | str:
     """Write the assay as a 10x Matrix Market folder (``matrix.mtx.gz``, ``features.tsv.gz``, ``barcodes.tsv.gz``).
 
     The matrix is features x cells, as 10x writes it; entries are written
@@ -487,16 +535,18 @@ def to_mtx(
     store
         The store.
     directory
-        The folder to create (a local path).
+        The folder to create: a local path or an fsspec URL.
     assay
         The assay to export.
     overwrite
         Replace an existing folder.
+    storage_options
+        The fsspec options of a URL ``directory``.
 
     Returns
     -------
-    pathlib.Path
-        The folder.
+    pathlib.Path or str
+        The folder (its URL when it was written to one).
 
     Raises
     ------
@@ -507,7 +557,9 @@ def to_mtx(
     AssayNotFoundError
         The store has no such assay.
     """
-    target = validate_local_path(directory, kind="Matrix Market folders")
+    target = writable_location(
+        directory, storage_options=storage_options, kind="Matrix Market folders"
+    )
     counts = store.assays[assay]
     _refuse_unmeasured(
         store,
@@ -518,18 +570,9 @@ def to_mtx(
         "which declares the membership, or subset to the measured cells first "
         f"(SubsetZarr(..., cells={membership_column(store.cells, assay)!r}))",
     )
-    _refuse_existing(target, overwrite=overwrite)
-    tmp = _temporary(target)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with _publishing(target, folder=True, overwrite=overwrite) as tmp:
         _write_mtx(store, counts, tmp, assay=assay)
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.replace(target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
+    return target.path or str(target)
 
 
 def _write_mtx(store: Store, counts: Assay, folder: Path, *, assay: str) -> None:

@@ -17,13 +17,13 @@ and the dataset.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import h5py
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import DamagedSourceError, SourceFormatError
+from cytearc.errors import SourceFormatError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
@@ -34,11 +34,12 @@ from cytearc.io.bands import (
     validate_band_rows,
     validate_unique_cells,
 )
-from cytearc.io.damage import read_dataset
-from cytearc.io.sources import FileSource, canonical_csr
+from cytearc.io.damage import open_hdf5, read_dataset
+from cytearc.io.sources import FileSource, canonical_csr, source_location
 
 if TYPE_CHECKING:
     import os
+    from collections.abc import Mapping
 
     import scipy.sparse as sp
 
@@ -235,17 +236,26 @@ class H5adSource(FileSource):
     Parameters
     ----------
     path
-        The ``.h5ad`` file.
+        The ``.h5ad`` file: a local path or an fsspec URL (``s3://...``),
+        read in byte ranges (see :func:`~cytearc.io.sources.open_remote`).
     layer
         The layer to read instead of ``X``.
     band_rows
         Cells per on-disk bucket when the matrix is CSC.
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
+    download
+        Copy a file at a URL into a temporary file first (removed on
+        :meth:`close`) instead of reading it in byte ranges.
 
     Raises
     ------
     SourceFormatError
-        If the matrix or a table column has an unsupported encoding, the
-        layer is missing, or the tables do not match the matrix.
+        If the file is missing, the matrix or a table column has an
+        unsupported encoding, the layer is missing, or the tables do not
+        match the matrix.
+    StoreAccessError
+        If a file at a URL cannot be read.
     """
 
     def __init__(
@@ -254,25 +264,21 @@ class H5adSource(FileSource):
         *,
         layer: str | None = None,
         band_rows: int = DEFAULT_BAND_ROWS,
+        storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
     ) -> None:
         validate_band_rows(band_rows)
-        self._path = Path(path)
-        try:
-            self._file = h5py.File(self._path, "r")
-        except OSError as error:
-            if "truncated file" in str(error):
-                msg = (
-                    f"{self._path}: the HDF5 file is truncated ({error}); copy or download it again"
-                )
-                raise DamagedSourceError(msg) from error
-            msg = f"{self._path}: cannot open as an HDF5 file ({error}); give an .h5ad file"
-            raise SourceFormatError(msg) from error
+        location = source_location(path, storage_options)
+        self._path = Path(path) if location.is_local else location
+        self._file, self._remote = open_hdf5(
+            self._path, remedy="give an .h5ad file", download=download
+        )
         self._band_rows = band_rows
         self._buckets: BandBuckets | None = None
         try:
             self._open(layer)
         except BaseException:
-            self._file.close()
+            self.close()
             raise
 
     def _open(self, layer: str | None) -> None:
@@ -486,7 +492,9 @@ class H5adSource(FileSource):
             column = end
 
     def close(self) -> None:
-        """Close the file and remove any buckets."""
+        """Close the file (and the remote file, or remove its downloaded copy) and remove any buckets."""
         self._file.close()
+        if self._remote is not None:
+            self._remote.close()
         if self._buckets is not None:
             self._buckets.close()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -71,6 +71,10 @@ STORE_OPTIONS_DOC: Final = """\
         ``"gzip"`` (default), ``"zstd"`` or None.
     overwrite
         Replace an unprepared CyteArc store at the destination.
+    storage_options
+        The options of the destination's fsspec filesystem, when it is a URL
+        (``{"endpoint_url": ..., "key": ..., "secret": ...}`` for S3); never
+        recorded in the store.
     mem_budget
         The total memory of the local cluster's workers: ``"8G"``,
         ``"512MiB"``, bytes, or a fraction of the machine such as ``"0.5"``
@@ -90,8 +94,7 @@ STORE_OPTIONS_DOC: Final = """\
 
 STORE_RAISES_DOC: Final = """\
     RemoteDestinationError
-        If the destination is a URL (``s3://`` ...): stores are written to
-        local paths only.
+        If the destination's protocol is read-only (``http(s)://``).
     DestinationExistsError
         If the destination holds anything but an unprepared CyteArc store
         that ``overwrite`` may replace.
@@ -149,7 +152,7 @@ class ImportResult:
     Attributes
     ----------
     path
-        The new store.
+        The new store: a :class:`~pathlib.Path`, or the URL it was written to.
     assays
         The type of each assay, by assay name, in the store's order.
     shapes
@@ -162,7 +165,7 @@ class ImportResult:
         the same whatever the source format, layout or compression.
     """
 
-    path: Path
+    path: Path | str
     assays: Mapping[str, str]
     shapes: Mapping[str, tuple[int, int]]
     dtypes: Mapping[str, str]
@@ -433,6 +436,7 @@ def write_store(
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -449,7 +453,8 @@ def write_store(
     source
         The counts and tables to import.
     destination
-        A local directory (created; see :mod:`cytearc.storage.destinations`).
+        A local directory or an fsspec URL (created; see
+        :mod:`cytearc.storage.destinations`).
     %(store_options)s
 
     Returns
@@ -476,7 +481,10 @@ def write_store(
     ...     result.shapes, result.dtypes
     ({'RNA': (3, 2)}, {'RNA': 'uint8'})
     """
-    path = validate_destination(destination, overwrite=overwrite)
+    location = validate_destination(
+        destination, overwrite=overwrite, storage_options=storage_options
+    )
+    path = location.path or str(location)
     _validate_shape(source)
     validate_unique_cells(source.cells["ids"].to_numpy(), source.location)
     engine = engine or get_engine(mem_budget=mem_budget, workers=workers, cluster=cluster)
@@ -504,7 +512,7 @@ def write_store(
         )
         for name, cols in assays.items()
     }
-    root = create_destination(path, overwrite=overwrite)
+    root = create_destination(location, overwrite=overwrite)
     root.attrs.update(
         {
             "cytearc:format": STORE_FORMAT,

@@ -12,17 +12,18 @@ attributes of more dimensions (embeddings) are left out with a warning.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import h5py
 import numpy as np
 import pandas as pd
 
 from cytearc._warnings import warn_user
-from cytearc.errors import DamagedSourceError, SourceFormatError
+from cytearc.errors import DamagedSourceError, SourceFormatError, StoreAccessError
 from cytearc.io.converters import ToZarr
+from cytearc.io.damage import open_hdf5
 from cytearc.io.importer import document_store_options
-from cytearc.io.sources import FileSource, canonical_csr
+from cytearc.io.sources import FileSource, canonical_csr, source_location
 from cytearc.storage.destinations import validate_destination
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ FEATURE_NAME_ATTRIBUTES: Final = ("Gene", "var_names", "gene_symbols", "Gene_nam
 def _values(dataset: h5py.Dataset, where: str) -> np.ndarray:
     try:
         values = dataset[()]
+    except StoreAccessError:
+        raise
     except OSError as error:
         msg = f"{where}: cannot be read ({error}); the file is damaged - copy or download it again"
         raise DamagedSourceError(msg) from error
@@ -96,35 +99,44 @@ class LoomSource(FileSource):
     Parameters
     ----------
     path
-        The ``.loom`` file.
+        The ``.loom`` file: a local path or an fsspec URL (``s3://...``),
+        read in byte ranges (see :func:`~cytearc.io.sources.open_remote`).
     layer
         A layer of ``/layers`` to read instead of ``/matrix``.
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
+    download
+        Copy a file at a URL into a temporary file first (removed on
+        :meth:`close`) instead of reading it in byte ranges.
 
     Raises
     ------
     SourceFormatError
-        If the file is not HDF5, has no 2-D numeric ``/matrix`` (or no such
-        layer), or its attributes do not match the matrix.
+        If the file is missing or not HDF5, has no 2-D numeric ``/matrix``
+        (or no such layer), or its attributes do not match the matrix.
     DamagedSourceError
         If the file is truncated.
+    StoreAccessError
+        If a file at a URL cannot be read.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, layer: str | None = None) -> None:
-        self._path = Path(path)
-        try:
-            self._file = h5py.File(self._path, "r")
-        except OSError as error:
-            if "truncated file" in str(error):
-                msg = (
-                    f"{self._path}: the HDF5 file is truncated ({error}); copy or download it again"
-                )
-                raise DamagedSourceError(msg) from error
-            msg = f"{self._path}: cannot open as an HDF5 file ({error}); give a .loom file"
-            raise SourceFormatError(msg) from error
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        layer: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
+    ) -> None:
+        location = source_location(path, storage_options)
+        self._path = Path(path) if location.is_local else location
+        self._file, self._remote = open_hdf5(
+            self._path, remedy="give a .loom file", download=download
+        )
         try:
             self._open(layer)
         except BaseException:
-            self._file.close()
+            self.close()
             raise
 
     def _open(self, layer: str | None) -> None:
@@ -189,14 +201,18 @@ class LoomSource(FileSource):
         """
         try:
             block = self._matrix[:, start:stop]
+        except StoreAccessError:
+            raise
         except OSError as error:
             msg = f"{self._path}: /{self._key}[:, {start}:{stop}] cannot be read ({error}); the file is damaged - copy or download it again"
             raise DamagedSourceError(msg) from error
         return canonical_csr(np.ascontiguousarray(block.T))
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file (and the remote file, or remove its downloaded copy)."""
         self._file.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
 @document_store_options
@@ -206,11 +222,18 @@ class LoomToZarr(ToZarr):
     Parameters
     ----------
     path
-        The ``.loom`` file.
+        The ``.loom`` file: a local path or an fsspec URL, read in byte ranges.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     layer
         A layer of ``/layers`` to import instead of ``/matrix``.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Raises
@@ -232,26 +255,32 @@ class LoomToZarr(ToZarr):
         zarr_loc: str | Path,
         *,
         layer: str | None = None,
+        source_storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
         engine: Engine | None = None,
         show_progress: bool = True,
     ) -> None:
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            LoomSource(path, layer=layer),
+            LoomSource(
+                path, layer=layer, storage_options=source_storage_options, download=download
+            ),
             zarr_loc,
             assay_split_key=assay_split_key,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -266,11 +295,14 @@ def import_loom(
     destination: str | Path,
     *,
     layer: str | None = None,
+    source_storage_options: Mapping[str, Any] | None = None,
+    download: bool = False,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -282,11 +314,18 @@ def import_loom(
     Parameters
     ----------
     source
-        The ``.loom`` file.
+        The ``.loom`` file: a local path or an fsspec URL, read in byte ranges.
     destination
         The store to create, a local directory.
     layer
         A layer of ``/layers`` to import instead of ``/matrix``.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
+    download
+        Copy a file at a URL into a temporary file (under ``TMPDIR``, removed
+        afterwards) and read the copy, instead of reading it in byte ranges.
     %(store_options)s
 
     Returns
@@ -320,11 +359,14 @@ def import_loom(
         source,
         destination,
         layer=layer,
+        source_storage_options=source_storage_options,
+        download=download,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,

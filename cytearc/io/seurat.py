@@ -2,7 +2,9 @@
 
 The RDS file is parsed whole by the `rdata <https://rdata.readthedocs.io>`_
 package (an R serialization is one stream, so it cannot be read in bands; R
-holds the same object in memory). Each assay's counts become an assay of the
+holds the same object in memory). rdata reads a local file whole into memory,
+and a file at an fsspec URL (``s3://...``) is fetched whole into memory the
+same way, in one request through fsspec, with no temporary file. Each assay's counts become an assay of the
 store, named as in the object (its features' ``feature_types`` is the assay
 name), and ``meta.data`` becomes the cell table, its row names the cell ids.
 
@@ -30,8 +32,9 @@ import scipy.sparse as sp
 from cytearc.errors import DamagedSourceError, SourceFormatError
 from cytearc.io.converters import ToZarr
 from cytearc.io.importer import document_store_options
-from cytearc.io.sources import FileSource, canonical_csr
+from cytearc.io.sources import FileSource, canonical_csr, open_remote, source_location
 from cytearc.storage.destinations import validate_destination
+from cytepool.locations import Location
 
 if TYPE_CHECKING:
     import os
@@ -81,7 +84,14 @@ def _logmap(obj: Any, attrs: Mapping[str, Any]) -> pd.DataFrame:  # noqa: ANN401
     )
 
 
-def _read(path: Path) -> Any:  # noqa: ANN401 (rdata's converted object)
+def _fetched(location: Location) -> bytes:
+    """The bytes of an RDS file at a URL, fetched whole (rdata parses one stream)."""
+    remedy = "give the .rds file of a Seurat object (saveRDS)"
+    with open_remote(location, remedy=remedy, sequential=True) as remote:
+        return remote.readall()
+
+
+def _read(path: Path | Location) -> Any:  # noqa: ANN401 (rdata's converted object)
     import rdata  # noqa: PLC0415 (read only for Seurat files)
 
     constructors = {
@@ -89,8 +99,13 @@ def _read(path: Path) -> Any:  # noqa: ANN401 (rdata's converted object)
         "dgCMatrix": _dgcmatrix,
         "LogMap": _logmap,
     }
+    data = _fetched(path) if isinstance(path, Location) else None
     try:
-        parsed = rdata.parser.parse_file(path, extension=".rds")
+        parsed = (
+            rdata.parser.parse_file(path, extension=".rds")
+            if data is None
+            else rdata.parser.parse_data(data, extension=".rds")
+        )
     except Exception as error:  # the parser raises what its reads meet: EOF, struct, value errors
         msg = f"{path}: cannot be parsed as an RDS file ({type(error).__name__}: {error}); it is truncated, damaged or not an RDS file - save the object again with saveRDS"
         raise DamagedSourceError(msg) from error
@@ -118,13 +133,17 @@ class SeuratSource(FileSource):
     Parameters
     ----------
     path
-        The ``.rds`` file (``saveRDS`` of a ``Seurat`` object).
+        The ``.rds`` file (``saveRDS`` of a ``Seurat`` object): a local path,
+        or an fsspec URL (``s3://...``), fetched whole into memory as rdata
+        reads a local file.
     assays
         The assays to read (default all, in the object's order).
     assay_layers
         Per assay, the layers holding its counts: slot ``counts`` (default)
         or ``data`` of a v4 ``Assay``; layer names of a v5 ``Assay5``
         (default those named ``counts`` or ``counts.<split>``).
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
 
     Raises
     ------
@@ -134,6 +153,8 @@ class SeuratSource(FileSource):
         metadata holds a column named ``<assay>_I`` of an assay read.
     DamagedSourceError
         The file is truncated.
+    StoreAccessError
+        A file at a URL cannot be read.
     """
 
     def __init__(
@@ -142,8 +163,10 @@ class SeuratSource(FileSource):
         *,
         assays: Sequence[str] | None = None,
         assay_layers: Mapping[str, Sequence[str]] | None = None,
+        storage_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self._path = Path(path)
+        location = source_location(path, storage_options)
+        self._path = Path(path) if location.is_local else location
         obj = _read(self._path)
         slots = _slots(obj)
         if _class(obj) != "Seurat" or "assays" not in slots or "meta.data" not in slots:
@@ -337,9 +360,11 @@ class SeuratToZarr(ToZarr):
     Parameters
     ----------
     path
-        The ``.rds`` file.
+        The ``.rds`` file: a local path, or an fsspec URL whose file is
+        fetched whole into memory (as rdata reads a local file), never to a
+        temporary file.
     zarr_loc
-        The store to create, a local directory.
+        The store to create: a local directory or an fsspec URL.
     assays
         The assays to import (default all).
     assay_layers
@@ -347,6 +372,10 @@ class SeuratToZarr(ToZarr):
         :class:`SeuratSource`. Each Seurat assay is an assay of its own name
         (its features' ``feature_types``) unless ``assay_split_key`` says
         otherwise.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``path`` is a URL
+        (``s3://``, ``gs://``, ``http(s)://``): credentials, ``endpoint_url``;
+        never recorded nor shown in messages.
     %(store_options)s
 
     Raises
@@ -369,26 +398,34 @@ class SeuratToZarr(ToZarr):
         *,
         assays: Sequence[str] | None = None,
         assay_layers: Mapping[str, Sequence[str]] | None = None,
+        source_storage_options: Mapping[str, Any] | None = None,
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
         compression: Compression = "gzip",
         overwrite: bool = False,
+        storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,
         cluster: str | Client | None = None,
         engine: Engine | None = None,
         show_progress: bool = True,
     ) -> None:
-        validate_destination(zarr_loc, overwrite=overwrite)
+        validate_destination(zarr_loc, overwrite=overwrite, storage_options=storage_options)
         super().__init__(
-            SeuratSource(path, assays=assays, assay_layers=assay_layers),
+            SeuratSource(
+                path,
+                assays=assays,
+                assay_layers=assay_layers,
+                storage_options=source_storage_options,
+            ),
             zarr_loc,
             assay_split_key=assay_split_key or _by_assay,
             assay_types=assay_types,
             layout=layout,
             compression=compression,
             overwrite=overwrite,
+            storage_options=storage_options,
             mem_budget=mem_budget,
             workers=workers,
             cluster=cluster,
@@ -404,11 +441,13 @@ def import_seurat(
     *,
     assays: Sequence[str] | None = None,
     assay_layers: Mapping[str, Sequence[str]] | None = None,
+    source_storage_options: Mapping[str, Any] | None = None,
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
     compression: Compression = "gzip",
     overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
     workers: int | str | None = None,
     cluster: str | Client | None = None,
@@ -420,13 +459,18 @@ def import_seurat(
     Parameters
     ----------
     source
-        The ``.rds`` file.
+        The ``.rds`` file: a local path, or an fsspec URL whose file is
+        fetched whole into memory (as rdata reads a local file).
     destination
         The store to create, a local directory.
     assays
         The assays to import (default all).
     assay_layers
         Per assay, the layers (v5) or slot (v4) holding its counts.
+    source_storage_options
+        The options of the source's fsspec filesystem when ``source`` is a
+        URL (``s3://``, ``gs://``, ``http(s)://``): credentials,
+        ``endpoint_url``; never recorded nor shown in messages.
     %(store_options)s
 
     Returns
@@ -446,11 +490,13 @@ def import_seurat(
         destination,
         assays=assays,
         assay_layers=assay_layers,
+        source_storage_options=source_storage_options,
         assay_split_key=assay_split_key,
         assay_types=assay_types,
         layout=layout,
         compression=compression,
         overwrite=overwrite,
+        storage_options=storage_options,
         mem_budget=mem_budget,
         workers=workers,
         cluster=cluster,

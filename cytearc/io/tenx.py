@@ -13,6 +13,10 @@ and truncated or corrupt gzip data or HDF5 chunks raise
 :class:`~cytearc.errors.DamagedSourceError` naming the file and the line or
 dataset. The shared pieces live in :mod:`cytearc.io.bands` and
 :mod:`cytearc.io.damage`.
+
+Either source may be at an fsspec URL (``s3://``, ``http(s)://`` ...): the
+HDF5 file is read in byte ranges, the Matrix Market files are streamed
+(:mod:`cytearc.io.sources`).
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Any, Final
 
 import h5py
 import numpy as np
 import pandas as pd
 
-from cytearc.errors import DamagedSourceError, SourceFormatError
+from cytearc.errors import SourceFormatError, StoreAccessError
 from cytearc.io.bands import (
     CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
@@ -43,11 +47,18 @@ from cytearc.io.bands import (
     validate_band_rows,
     validate_unique_cells,
 )
-from cytearc.io.damage import DECOMPRESSION_ERRORS, damaged_text, open_text, read_dataset
-from cytearc.io.sources import FileSource, canonical_csr
+from cytearc.io.damage import (
+    DECOMPRESSION_ERRORS,
+    damaged_text,
+    open_hdf5,
+    open_text,
+    read_dataset,
+)
+from cytearc.io.sources import FileSource, canonical_csr, remote_file_exists, source_location
+from cytepool.locations import Location
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     import scipy.sparse as sp
 
@@ -82,34 +93,43 @@ class TenxH5Source(FileSource):
     Parameters
     ----------
     path
-        The ``.h5`` file.
+        The ``.h5`` file: a local path or an fsspec URL (``s3://...``), read
+        in byte ranges (see :func:`~cytearc.io.sources.open_remote`).
     genome
         v2: the genome group to read, needed when the file has several. v3:
         keep only the features of this genome (all features when ``None``).
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
+    download
+        Copy a file at a URL into a temporary file first (removed on
+        :meth:`close`) instead of reading it in byte ranges.
 
     Raises
     ------
     SourceFormatError
-        If the file is not a 10x matrix, the genome is ambiguous or unknown,
-        or the datasets disagree in size.
+        If the file is missing or not a 10x matrix, the genome is ambiguous
+        or unknown, or the datasets disagree in size.
+    StoreAccessError
+        If a file at a URL cannot be read.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, genome: str | None = None) -> None:
-        self._path = Path(path)
-        try:
-            self._file = h5py.File(self._path, "r")
-        except OSError as error:
-            if "truncated file" in str(error):
-                msg = (
-                    f"{self._path}: the HDF5 file is truncated ({error}); copy or download it again"
-                )
-                raise DamagedSourceError(msg) from error
-            msg = f"{self._path}: cannot open as an HDF5 file ({error}); give the Cell Ranger .h5 matrix"
-            raise SourceFormatError(msg) from error
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Location,
+        *,
+        genome: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        download: bool = False,
+    ) -> None:
+        location = source_location(path, storage_options)
+        self._path = Path(path) if location.is_local else location
+        self._file, self._remote = open_hdf5(
+            self._path, remedy="give the Cell Ranger .h5 matrix", download=download
+        )
         try:
             self._open(genome)
         except BaseException:
-            self._file.close()
+            self.close()
             raise
 
     def _open(self, genome: str | None) -> None:
@@ -317,26 +337,35 @@ class TenxH5Source(FileSource):
         return name
 
     def close(self) -> None:
-        """Close the HDF5 file."""
+        """Close the HDF5 file (and the remote file, or remove its downloaded copy)."""
         self._file.close()
+        if self._remote is not None:
+            self._remote.close()
 
 
-def _find_file(directory: Path, names: Sequence[str]) -> Path:
+def _find_file(directory: Path | Location, names: Sequence[str]) -> Path | Location:
     for name in names:
+        if isinstance(directory, Location):
+            for remote in (directory.child(name), directory.child(f"{name}.gz")):
+                if remote_file_exists(remote):
+                    return remote
+            continue
         for candidate in (directory / name, directory / f"{name}.gz"):
             if candidate.is_file():
                 return candidate
     expected = " or ".join(f"{name}[.gz]" for name in names)
-    missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(directory / names[0]))
+    missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), f"{directory}/{names[0]}")
     msg = f"{directory}: no {expected} found; a 10x Matrix Market folder holds matrix.mtx, features.tsv (or genes.tsv) and barcodes.tsv, each optionally gzipped"
     raise SourceFormatError(msg) from missing
 
 
-def _read_tsv(path: Path) -> pd.DataFrame:
+def _read_tsv(path: Path | Location) -> pd.DataFrame:
+    opened = open_text(path) if isinstance(path, Location) else contextlib.nullcontext(path)
     try:
-        return pd.read_csv(
-            path, sep="\t", header=None, dtype=str, na_filter=False, quoting=csv.QUOTE_NONE
-        )
+        with opened as source:
+            return pd.read_csv(
+                source, sep="\t", header=None, dtype=str, na_filter=False, quoting=csv.QUOTE_NONE
+            )
     except pd.errors.EmptyDataError:
         return pd.DataFrame({0: np.zeros(0, dtype=object)})
     except DECOMPRESSION_ERRORS as error:
@@ -346,7 +375,7 @@ def _read_tsv(path: Path) -> pd.DataFrame:
         raise SourceFormatError(msg) from error
 
 
-def _check_field_counts(path: Path) -> None:
+def _check_field_counts(path: Path | Location) -> None:
     """Refuse a table whose lines do not all hold as many fields as its first line."""
     expected: int | None = None
     with open_text(path) as handle:
@@ -386,7 +415,7 @@ class _MtxHeader:
         return "row column" if self.field == "pattern" else "row column value"
 
 
-def _mtx_header(handle: IO[str], path: Path) -> _MtxHeader:
+def _mtx_header(handle: IO[str], path: Path | Location) -> _MtxHeader:
     """The banner and size line of a Matrix Market file; leaves ``handle`` at the entries."""
     banner = handle.readline().split()
     if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
@@ -422,7 +451,7 @@ def _mtx_header(handle: IO[str], path: Path) -> _MtxHeader:
     )
 
 
-def _read_mtx_header(path: Path) -> _MtxHeader:
+def _read_mtx_header(path: Path | Location) -> _MtxHeader:
     try:
         with open_text(path) as handle:
             return _mtx_header(handle, path)
@@ -472,24 +501,39 @@ class TenxMtxSource(FileSource):
     Parameters
     ----------
     path
-        The folder.
+        The folder: a local path, or an fsspec URL (``s3://bucket/sample``)
+        whose files are streamed front to back, never downloaded whole.
     band_rows
         Cells per on-disk bucket; any band can be read whatever this is.
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint).
 
     Raises
     ------
     SourceFormatError
         If a file is missing, the matrix is not integer or real general
         coordinates, or the tables do not match the matrix.
+    StoreAccessError
+        If a file at a URL cannot be read.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, band_rows: int = DEFAULT_BAND_ROWS) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | Location,
+        *,
+        band_rows: int = DEFAULT_BAND_ROWS,
+        storage_options: Mapping[str, Any] | None = None,
+    ) -> None:
         validate_band_rows(band_rows)
-        self._path = Path(path)
-        if not self._path.is_dir():
-            missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(self._path))
-            msg = f"{self._path}: not a folder; give the folder that holds matrix.mtx, features.tsv and barcodes.tsv"
-            raise SourceFormatError(msg) from missing
+        location = source_location(path, storage_options)
+        if location.is_local:
+            self._path = local = Path(path)
+            if not local.is_dir():
+                missing = FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(local))
+                msg = f"{local}: not a folder; give the folder that holds matrix.mtx, features.tsv and barcodes.tsv"
+                raise SourceFormatError(msg) from missing
+        else:
+            self._path = location
         self._matrix_path = _find_file(self._path, ["matrix.mtx"])
         features_path = _find_file(self._path, ["features.tsv", "genes.tsv"])
         barcodes_path = _find_file(self._path, ["barcodes.tsv"])
@@ -503,7 +547,7 @@ class TenxMtxSource(FileSource):
         self._closed = False
 
     @staticmethod
-    def _read_barcodes(path: Path, n_cells: int) -> pd.DataFrame:
+    def _read_barcodes(path: Path | Location, n_cells: int) -> pd.DataFrame:
         table = _read_tsv(path)
         if len(table) != n_cells:
             msg = f"{path}: {len(table)} barcodes for a matrix of {n_cells} cells"
@@ -513,7 +557,7 @@ class TenxMtxSource(FileSource):
         return pd.DataFrame({"ids": ids})
 
     @staticmethod
-    def _read_features(path: Path, n_features: int) -> pd.DataFrame:
+    def _read_features(path: Path | Location, n_features: int) -> pd.DataFrame:
         table = _read_tsv(path)
         _check_field_counts(path)
         if len(table) != n_features:
@@ -597,6 +641,8 @@ class TenxMtxSource(FileSource):
             warnings.simplefilter("error", pd.errors.ParserWarning)
             try:
                 yield
+            except StoreAccessError:
+                raise
             except DECOMPRESSION_ERRORS as error:
                 raise damaged_text(self._matrix_path, error) from error
             except _PARSE_ERRORS as error:

@@ -15,7 +15,6 @@ every scheduler.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import dask.array as da
@@ -37,11 +36,15 @@ from cytearc.ops.selection import (
     publish_selection,
     read_measured_mask,
 )
-from cytearc.storage.destinations import validate_local_path
+from cytearc.storage.destinations import writable_location
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
+from cytepool.locations import as_location
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
     from cytepool.codecs import Compression
@@ -404,7 +407,8 @@ def write_bulk(
     target_sum: float = 1e4,
     compression: Compression = "gzip",
     overwrite: bool = False,
-) -> Path:
+    storage_options: Mapping[str, Any] | None = None,
+) -> Path | str:
     """Pool the selected cells with :func:`compute_bulk` and write the cube on the store's engine.
 
     Parameters
@@ -412,7 +416,8 @@ def write_bulk(
     ds
         The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     path
-        Where the cube is written (by convention ``<name>.cube.zarr``).
+        Where the cube is written (by convention ``<name>.cube.zarr``): a
+        local path or an fsspec URL.
     assay
         The assay whose counts are pooled.
     sample_key
@@ -432,11 +437,13 @@ def write_bulk(
         ``"gzip"`` (default), ``"zstd"`` or None (see :func:`cytepool.write_cube`).
     overwrite
         Replace a cube at ``path``.
+    storage_options
+        The fsspec options of a URL ``path`` (never recorded).
 
     Returns
     -------
-    pathlib.Path
-        The cube's path.
+    pathlib.Path or str
+        The cube's path (its URL when it was written to one).
 
     Raises
     ------
@@ -456,13 +463,13 @@ def write_bulk(
     cytepool.errors.CubeExistsError
         A cube is at ``path`` and ``overwrite`` is False.
     RemoteDestinationError
-        ``path`` is a URL (cubes are written to local paths).
+        ``path`` is on a read-only protocol (``http(s)://``).
     """
     operation = "compare.write_bulk"
     parse_choice(compression, ("gzip", "zstd", None), name="compression", operation=operation)
-    path = validate_local_path(path, kind="cubes")
-    if "://" not in ds.where and path.resolve().is_relative_to(Path(ds.where).resolve()):
-        msg = f"{path}: {operation}: the cube would be written inside the store {ds.where}; write it beside the store"
+    location = writable_location(path, storage_options=storage_options, kind="cubes")
+    if location.overlaps(as_location(ds.where)):
+        msg = f"{location}: {operation}: the cube would be written inside the store {ds.where}; write it beside the store"
         raise OperationArgumentError(msg)
     cube = compute_bulk(
         ds,
@@ -474,5 +481,10 @@ def write_bulk(
     )
     with ds.engine.activate():
         return write_cube(
-            cube, path, compression=compression, overwrite=overwrite, progress=ds.show_progress
+            cube,
+            location.path or str(location),
+            compression=compression,
+            overwrite=overwrite,
+            progress=ds.show_progress,
+            storage_options=location.storage_options,
         )

@@ -33,6 +33,7 @@ from zarr.core.sync import sync
 from zarr.storage import FsspecStore, LocalStore
 
 from cytearc.errors import CyteArcError, StoreDamageError, StoreFormatError
+from cytearc.storage.nodes import ACCESS_ERRORS, access_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -293,6 +294,9 @@ def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: 
         A chunk of the region fails its checksum or cannot be decoded.
     StoreFormatError
         Variable-length values are stored without a compressor after them.
+    StoreAccessError
+        The storage could not be read (a remote store that did not answer
+        after its retries).
     """
     _refuse_unbounded_decoding(array)
     try:
@@ -308,6 +312,9 @@ def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: 
             "the store from a copy or import the source again"
         )
         raise StoreDamageError(msg) from exc
+    except ACCESS_ERRORS as exc:
+        where = "/".join(p for p in (store_location(array), array.path) if p)
+        raise access_error(where, f"the region {selection!r}", exc) from exc
 
 
 class CheckedReads:

@@ -6,10 +6,12 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
+import aiohttp
 import zarr
+from botocore.exceptions import BotoCoreError
 from zarr.core.sync import sync
 
-from cytearc.errors import StoreFormatError
+from cytearc.errors import StoreAccessError, StoreFormatError
 
 __all__ = [
     "DERIVED_ATTRIBUTE",
@@ -37,6 +39,35 @@ WORKSPACE_ATTRIBUTE: Final = "cytearc:workspace"
 
 DERIVED_ATTRIBUTE: Final = "cytearc:derived"
 """How a derived assay was derived; derived assays are left out of the dataset fingerprint."""
+
+
+ACCESS_ERRORS: Final = (OSError, TimeoutError, aiohttp.ClientError, BotoCoreError)
+"""What a read raises when the storage does not answer: the network, the endpoint, the disk."""
+
+
+def access_error(where: str, what: str, error: BaseException) -> StoreAccessError:
+    """The named error of a read of ``what`` at ``where`` that the storage did not answer.
+
+    Parameters
+    ----------
+    where
+        The node or array read.
+    what
+        What was read, for the message.
+    error
+        The error of the read (s3fs's, after its retries).
+
+    Returns
+    -------
+    StoreAccessError
+        To raise ``from error``.
+    """
+    msg = (
+        f"{where}: {what} could not be read ({type(error).__name__}: {error}); the storage did "
+        "not answer or broke off after its retries - check the network, the endpoint and the "
+        "credentials, then run again (nothing was published from this read)"
+    )
+    return StoreAccessError(msg)
 
 
 _METADATA_ERRORS: Final = (
@@ -74,6 +105,10 @@ def child_node(parent: zarr.Group, name: str, *, where: str) -> zarr.Array[Any] 
     """
     try:
         node = parent.get(name)
+    except StoreAccessError:
+        raise
+    except ACCESS_ERRORS as error:
+        raise access_error(f"{where}/{name}", "its zarr.json", error) from error
     except _METADATA_ERRORS as error:
         msg = (
             f"{where}/{name}/zarr.json: cannot be read as Zarr metadata ({type(error).__name__}: "
@@ -128,6 +163,10 @@ def member_names(group: zarr.Group, *, where: str) -> set[str]:
     """
     try:
         return set(group.keys())
+    except StoreAccessError:
+        raise
+    except ACCESS_ERRORS as error:
+        raise access_error(where, "its member listing", error) from error
     except _METADATA_ERRORS as error:
         msg = (
             f"{where}: a member's zarr.json cannot be read as Zarr metadata ({type(error).__name__}: "

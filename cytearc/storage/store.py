@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import zarr
-from zarr.storage import FsspecStore, LocalStore
+from zarr.storage import LocalStore
 
 from cytearc.assays.assay import Assay
 from cytearc.assays.types import parse_assay_types, resolve_assay_type
@@ -26,6 +26,7 @@ from cytearc.errors import (
     AssayTypeError,
     CyteArcError,
     OperationArgumentError,
+    ReadOnlyStoreError,
     StoreAccessError,
     StoreFormatError,
     StoreNotFoundError,
@@ -41,6 +42,7 @@ from cytearc.storage.nodes import (
     child_node,
     member_names,
 )
+from cytepool.locations import Location, as_location
 
 if TYPE_CHECKING:
     from cytearc.artifacts.refs import ArtifactRef
@@ -165,7 +167,10 @@ class AnalysisStore(Protocol):
 
 
 def open_root(
-    location: str | Path, *, mode: str, storage_options: Mapping[str, Any] | None
+    location: str | Path | Location,
+    *,
+    mode: str,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[zarr.Group, str]:
     """The root group of a store and its location for messages.
 
@@ -173,7 +178,8 @@ def open_root(
     ----------
     location
         A local path (kept a :class:`~pathlib.Path` down to zarr, so ``#``,
-        ``?`` and ``;`` in names work) or an fsspec URL.
+        ``?`` and ``;`` in names work), an fsspec URL, or a
+        :class:`~cytepool.locations.Location`.
     mode
         ``"r"`` or ``"r+"``.
     storage_options
@@ -182,7 +188,7 @@ def open_root(
     Returns
     -------
     tuple of zarr.Group and str
-        The root group and the location.
+        The root group and the location (never its storage options).
 
     Raises
     ------
@@ -192,22 +198,21 @@ def open_root(
         The root is an array, or its ``zarr.json`` is not JSON (truncated or damaged).
     StoreAccessError
         A remote location cannot be reached or read (an :class:`OSError`).
+    ReadOnlyStoreError
+        ``mode="r+"`` on a read-only protocol (``http(s)://``).
     OperationArgumentError
         The filesystem of a remote location refuses ``storage_options``.
     """
     read_only = mode == "r"
-    if isinstance(location, Path) or "://" not in str(location):
-        path = Path(location)
-        if not (path / "zarr.json").is_file():
-            msg = f"{path}: no CyteArc store here (no zarr.json); check the path or import a dataset first"
-            raise StoreNotFoundError(msg)
-        store: Any = LocalStore(path, read_only=read_only)
-        where = str(path)
-    else:
-        store = FsspecStore.from_url(
-            str(location), storage_options=dict(storage_options or {}), read_only=read_only
-        )
-        where = str(location)
+    place = as_location(location, storage_options, error=OperationArgumentError)
+    where = str(place)
+    if place.path is not None and not (place.path / "zarr.json").is_file():
+        msg = f"{where}: no CyteArc store here (no zarr.json); check the path or import a dataset first"
+        raise StoreNotFoundError(msg)
+    if place.read_only and not read_only:
+        msg = f"{where}: the {place.protocol} protocol is read-only; open the store with zarr_mode='r' (the default), or copy it to a local path or an object store to write to it"
+        raise ReadOnlyStoreError(msg)
+    store: Any = place.zarr_store(read_only=read_only)
     try:
         node = zarr.open(store=store, mode=mode, zarr_format=3)  # type: ignore[arg-type]
     except json.JSONDecodeError as exc:
@@ -225,7 +230,7 @@ def open_root(
     except Exception as exc:
         if isinstance(store, LocalStore):
             raise
-        msg = f"{where}: cannot reach the store at {_endpoint(storage_options)} ({type(exc).__name__}: {exc}); check endpoint_url in storage_options (or its client_kwargs), the network and the credentials"
+        msg = f"{where}: cannot reach the store at {_endpoint(place.storage_options)} ({type(exc).__name__}: {exc}); check endpoint_url in storage_options (or its client_kwargs), the network and the credentials"
         raise StoreAccessError(msg) from exc
     if not isinstance(node, zarr.Group):
         msg = f"{where}: expected a Zarr v3 group at the root, found an array"
@@ -299,7 +304,7 @@ class Store:
 
     def __init__(
         self,
-        location: str | Path,
+        location: str | Path | Location,
         *,
         mem_budget: str | int | float | None = None,
         workers: int | str | None = None,

@@ -30,7 +30,7 @@ def add_writer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def report_store(path: Path, *, as_json: bool, done: str) -> int:
+def report_store(path: Path | str, *, as_json: bool, done: str) -> int:
     """Print the written store (its cells, assays and dataset fingerprint); return 0.
 
     Parameters

@@ -11,7 +11,6 @@ opens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -33,6 +32,7 @@ from cytearc.storage.nodes import (
     member_names,
 )
 from cytearc.storage.store import workspace_groups
+from cytepool.locations import as_location
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from cytearc.metadata.table import MetaData
     from cytearc.storage.layout import CountLayout
     from cytearc.storage.store import Store
+    from cytepool.locations import Location
 
 __all__ = [
     "CarriedTables",
@@ -94,27 +95,24 @@ def refuse_pending(store: Store) -> None:
                 raise PendingAssayError(msg)
 
 
-def refuse_overlap(sources: Iterable[str], destination: Path) -> None:
-    """Refuse a destination that is, holds or lies inside a local source store.
+def refuse_overlap(sources: Iterable[str], destination: Location) -> None:
+    """Refuse a destination that is, holds or lies inside a source store.
 
     Parameters
     ----------
     sources
-        The source locations (URLs cannot overlap a local destination).
+        The source locations (paths or URLs, as the stores print them).
     destination
-        The destination, absolute.
+        The destination.
 
     Raises
     ------
     DestinationOverlapError
-        The destination overlaps a source.
+        The destination overlaps a source: the same local folder (after
+        resolving links) or the same object prefix.
     """
-    target = destination.resolve()
     for source in sources:
-        if "://" in source:
-            continue
-        path = Path(source).resolve()
-        if path == target or path in target.parents or target in path.parents:
+        if destination.overlaps(as_location(source)):
             msg = f"{destination}: overlaps the source store {source}; a writer never replaces or writes into its source - choose a destination outside it"
             raise DestinationOverlapError(msg)
 
@@ -271,7 +269,7 @@ def write_workspace(
 
 
 def create_store(
-    path: Path,
+    path: Location,
     *,
     overwrite: bool,
     assay_types: Mapping[str, str],

@@ -50,7 +50,7 @@ from cytearc.storage.counts import (
     write_band,
     write_summaries,
 )
-from cytearc.storage.destinations import validate_destination, validate_local_path
+from cytearc.storage.destinations import validate_destination, writable_location
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.store import Store
 from cytearc.tools._cli import add_writer_options, report_store
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from cytearc.engine.cluster import Engine
+    from cytepool.locations import Location
 
 __all__ = ["MANIFEST_ATTRIBUTE", "DataStoreMerge", "main"]
 
@@ -156,8 +157,8 @@ class DataStoreMerge:
     sources
         The source stores (paths, fsspec URLs or open stores), at least two.
     destination
-        A new local directory, or an interrupted merge of the same sources
-        to finish; it may not overlap a source.
+        A new local directory or fsspec URL, or an interrupted merge of the
+        same sources to finish; it may not overlap a source.
     names
         One name per source, prefixed to its cell ids (default the store
         folders' names without ``.zarr``).
@@ -172,7 +173,10 @@ class DataStoreMerge:
         The prefix of ordinary cell columns (``orig_sample`` for ``sample``);
         None keeps their names.
     storage_options
-        For source URLs.
+        The fsspec options of source URLs, and of a destination URL unless
+        ``destination_storage_options`` are given; never recorded.
+    destination_storage_options
+        The fsspec options of a destination URL, when they differ.
     show_progress
         Progress bars.
     workspaces
@@ -210,6 +214,7 @@ class DataStoreMerge:
         storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
         workspaces: Sequence[str | None] | None = None,
+        destination_storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.sources = list(sources)
         self.workspaces = None if workspaces is None else list(workspaces)
@@ -224,6 +229,9 @@ class DataStoreMerge:
         }
         self.prepend_text = prepend_text
         self.storage_options = storage_options
+        self.destination_storage_options = (
+            storage_options if destination_storage_options is None else destination_storage_options
+        )
         self.show_progress = show_progress
 
     # --- planning: every refusal before anything is written ------------------------
@@ -398,12 +406,12 @@ class DataStoreMerge:
 
     # --- writing ---------------------------------------------------------------------
 
-    def dump(self) -> Path:
+    def dump(self) -> Path | str:
         """Write the merge, or finish an interrupted one.
 
         Returns
         -------
-        pathlib.Path
+        pathlib.Path or str
             The merged store.
 
         Raises
@@ -425,7 +433,9 @@ class DataStoreMerge:
         AssayNotFoundError
             ``assays`` names an assay no source has.
         """
-        destination = validate_local_path(self.destination)
+        destination = writable_location(
+            self.destination, storage_options=self.destination_storage_options
+        )
         stores = self._open()
         refuse_overlap([s.where for s in stores], destination)
         for store in stores:
@@ -458,17 +468,17 @@ class DataStoreMerge:
                 root, stores, plan, manifest, engine, where=where
             )
         finish_store(root, cells, {p.name: p.features for p in plans}, fingerprints)
-        return destination
+        return destination.path or str(destination)
 
     def _destination(
-        self, path: Path, manifest: dict[str, Any], *, types: dict[str, str]
+        self, path: Location, manifest: dict[str, Any], *, types: dict[str, str]
     ) -> tuple[zarr.Group, dict[str, Any]]:
         """The destination's root: a new store, or the interrupted merge to finish (its manifest checked)."""
         existing = None
-        if not self.overwrite and (path / "zarr.json").is_file():
+        if not self.overwrite and path.child("zarr.json").exists():
             try:
-                existing = zarr.open_group(path, mode="r+")
-            except (ValueError, KeyError, TypeError):
+                existing = zarr.open_group(store=path.zarr_store(read_only=False), mode="r+")
+            except (ValueError, KeyError, TypeError, FileNotFoundError):
                 existing = None
         recorded = None if existing is None else existing.attrs.get(MANIFEST_ATTRIBUTE)
         if existing is None or not isinstance(recorded, dict):

@@ -41,7 +41,7 @@ from cytearc.storage.counts import fit_layout, write_count_arrays, write_summari
 from cytearc.storage.destinations import (
     create_destination,
     validate_destination,
-    validate_local_path,
+    writable_location,
 )
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import (
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from zarr.abc.codec import BytesBytesCodec
 
     from cytearc.engine.cluster import Engine
+    from cytepool.locations import Location
 
 __all__ = ["PROFILES", "RepackProfile", "main", "repack_zarr"]
 
@@ -140,7 +141,8 @@ def repack_zarr(
     cluster: object = None,
     storage_options: dict[str, Any] | None = None,
     show_progress: bool = True,
-) -> Path:
+    destination_storage_options: dict[str, Any] | None = None,
+) -> Path | str:
     """Rewrite ``source`` at ``destination`` under a layout profile, or rebuild its count arrays.
 
     Parameters
@@ -148,7 +150,7 @@ def repack_zarr(
     source
         The store: a local path or an fsspec URL.
     destination
-        A new local directory; it may not overlap ``source``.
+        A new local directory or fsspec URL; it may not overlap ``source``.
     profile
         A name of :data:`PROFILES` (``"fast_local"``, ``"object_store"``) or a
         :class:`RepackProfile`.
@@ -161,14 +163,17 @@ def repack_zarr(
     mem_budget, workers, cluster
         The engine (see :func:`cytearc.engine.get_engine`).
     storage_options
-        For a source URL.
+        The fsspec options of a source URL, and of a destination URL unless
+        ``destination_storage_options`` are given; never recorded.
     show_progress
         Progress bars.
+    destination_storage_options
+        The fsspec options of a destination URL, when they differ.
 
     Returns
     -------
-    pathlib.Path
-        The new store.
+    pathlib.Path or str
+        The new store (its URL when it was written to one).
 
     Raises
     ------
@@ -202,7 +207,12 @@ def repack_zarr(
     True
     """
     chosen = _profile(profile)
-    target = validate_local_path(destination)
+    target = writable_location(
+        destination,
+        storage_options=storage_options
+        if destination_storage_options is None
+        else destination_storage_options,
+    )
     refuse_overlap([str(source)], target)
     validate_destination(target, overwrite=overwrite)
     engine_options: dict[str, Any] = {
@@ -256,7 +266,7 @@ def repack_zarr(
     if reopened.dataset_fingerprint != store.dataset_fingerprint:  # pragma: no cover (copied)
         msg = f"{path}: dataset fingerprint {reopened.dataset_fingerprint} differs from the source's {store.dataset_fingerprint}"
         raise StoreDamageError(msg)
-    return path
+    return path.path or str(path)
 
 
 def _copy_outside_matrices(source: zarr.Group, target: zarr.Group) -> None:
@@ -276,13 +286,13 @@ def _copy_outside_matrices(source: zarr.Group, target: zarr.Group) -> None:
 
 def _rebuild(
     source: str | Path,
-    target: Path,
+    target: Location,
     *,
     profile: RepackProfile,
     overwrite: bool,
     engine_options: dict[str, Any],
     storage_options: dict[str, Any] | None,
-) -> Path:
+) -> Path | str:
     """The ``data_only`` repair: read the raw store, write a new one from its ``counts`` and tables."""
     root, where = open_root(source, mode="r", storage_options=storage_options)
     if root.attrs.get("cytearc:format") != STORE_FORMAT:
@@ -353,7 +363,7 @@ def _raw_counts(root: zarr.Group, name: str, *, where: str) -> zarr.Array[Any]:
 
 def _write_rebuilt(
     root: zarr.Group,
-    path: Path,
+    path: Location,
     *,
     cells: MetaData,
     counts: dict[str, zarr.Array[Any]],
@@ -363,7 +373,7 @@ def _write_rebuilt(
     engine: Engine,
     overwrite: bool,
     where: str,
-) -> Path:
+) -> Path | str:
     new = create_store(path, overwrite=overwrite, assay_types=types)
     tables = read_carried(cells, _feature_tables(root, counts, where=where))
     write_cells(new, tables.cells, membership=tables.membership, where=str(path))
@@ -388,7 +398,7 @@ def _write_rebuilt(
             root, new, workspace, types=types, derived=derived, where=where, destination=str(path)
         )
     finish_store(new, tables.cells, tables.features, fingerprints)
-    return path
+    return path.path or str(path)
 
 
 def _feature_tables(scope: zarr.Group, assays: Iterable[str], *, where: str) -> dict[str, MetaData]:

@@ -24,7 +24,7 @@ from cytearc.errors import ArtifactError, AssayNotFoundError, OperationArgumentE
 from cytearc.metadata.membership import membership_column
 from cytearc.ops.selection import open_selection
 from cytearc.storage.counts import fit_layout, source_compressor
-from cytearc.storage.destinations import validate_destination, validate_local_path
+from cytearc.storage.destinations import validate_destination, writable_location
 from cytearc.storage.store import Store
 from cytearc.tools._cli import add_writer_options, report_store
 from cytearc.tools._cli import main as run_command
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from cytearc.engine.cluster import Engine
+    from cytepool.locations import Location
 
 __all__ = ["SubsetZarr", "main"]
 
@@ -94,8 +95,8 @@ class SubsetZarr:
     source
         The source store: a path, an fsspec URL or an open store.
     destination
-        A new local directory (or an unprepared store that ``overwrite``
-        replaces); it may not overlap ``source``.
+        A new local directory or fsspec URL (or an unprepared store that
+        ``overwrite`` replaces); it may not overlap ``source``.
     cells
         A boolean cell column name, a boolean mask, integer positions (in the
         order the subset keeps them), or the ref of a ``cell_selection``
@@ -107,7 +108,10 @@ class SubsetZarr:
     mem_budget, workers, cluster
         The engine (see :func:`cytearc.engine.get_engine`).
     storage_options
-        For a source URL.
+        The fsspec options of a source URL, and of a destination URL unless
+        ``destination_storage_options`` are given; never recorded.
+    destination_storage_options
+        The fsspec options of a destination URL, when they differ.
     show_progress
         Progress bars.
     workspace
@@ -142,6 +146,7 @@ class SubsetZarr:
         storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
         workspace: str | None = None,
+        destination_storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.source = source
         self.workspace = workspace
@@ -155,15 +160,18 @@ class SubsetZarr:
             "cluster": cluster,
         }
         self.storage_options = storage_options
+        self.destination_storage_options = (
+            storage_options if destination_storage_options is None else destination_storage_options
+        )
         self.show_progress = show_progress
 
-    def dump(self) -> Path:
+    def dump(self) -> Path | str:
         """Write the subset; nothing is written before every check passed.
 
         Returns
         -------
-        pathlib.Path
-            The new store.
+        pathlib.Path or str
+            The new store (its URL when it was written to one).
 
         Raises
         ------
@@ -181,7 +189,9 @@ class SubsetZarr:
         MemBudgetError
             Not even count shards of one row fit a worker's memory.
         """
-        destination = validate_local_path(self.destination)
+        destination = writable_location(
+            self.destination, storage_options=self.destination_storage_options
+        )
         store = (
             self.source
             if isinstance(self.source, Store)
@@ -220,13 +230,13 @@ class SubsetZarr:
     def _write(
         self,
         store: Store,
-        path: Path,
+        path: Location,
         *,
         names: list[str],
         rows: np.ndarray,
         layouts: dict[str, Any],
         engine: Engine,
-    ) -> Path:
+    ) -> Path | str:
         root = create_store(
             path,
             overwrite=self.overwrite,
@@ -256,7 +266,7 @@ class SubsetZarr:
                 derived=assay.derived,
             )
         finish_store(root, cells, features, fingerprints)
-        return path
+        return path.path or str(path)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import zarr
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
-from zarr.storage import LocalStore
+from zarr.storage import FsspecStore
 
 from cytepool.cube.cube import Cube
 from cytepool.cube.encoding import hash_rows
@@ -45,12 +45,17 @@ from cytepool.errors import (
     CubeNotFoundError,
     CubeReadError,
     CubeTableError,
+    CubeValueError,
 )
+from cytepool.locations import as_location, is_url, open_filesystem
 
 if TYPE_CHECKING:
+    import os
     from collections.abc import Callable, Collection, Iterable, Mapping
 
     import pandas as pd
+
+    from cytepool.locations import Location
 
 __all__ = ["read_cube"]
 
@@ -64,7 +69,9 @@ Undecodable bytes and invalid JSON (:class:`UnicodeDecodeError`,
 """
 
 
-def read_cube(path: str | Path) -> Cube:
+def read_cube(
+    path: str | os.PathLike[str], *, storage_options: Mapping[str, Any] | None = None
+) -> Cube:
     """Open the cube at ``path`` strictly; its layers are lazy Dask arrays chunked as stored.
 
     On open the format, every known attribute and every array's metadata are
@@ -73,10 +80,19 @@ def read_cube(path: str | Path) -> Cube:
     computation that reads a whole group of a layer checks that group's
     digest. Reading never writes to the file.
 
+    ``path`` may be an fsspec URL: ``s3://``, ``gs://``, ``memory://``, or
+    ``http(s)://`` for a cube directory served by a web server. Every node is
+    read by its key; a server that lists no directories (a static web host)
+    is read all the same, without the check for arrays the attributes do not
+    name (which needs a listing).
+
     Parameters
     ----------
     path
-        The cube's directory.
+        The cube's directory, or its URL.
+    storage_options
+        The options of the URL's fsspec filesystem (credentials, endpoint,
+        ...); ignored for local paths.
 
     Returns
     -------
@@ -88,7 +104,9 @@ def read_cube(path: str | Path) -> Cube:
     CubeNotFoundError
         Nothing at ``path`` claims to be a cube: no ``zarr.json``, or one of a
         Zarr array or of a group without the attribute ``format`` =
-        ``"cytepool.cube"`` (another kind of Zarr store).
+        ``"cytepool.cube"`` (another kind of Zarr store). Under a URL whose
+        prefix holds objects but no root ``zarr.json``, the message says a
+        write is in progress or was interrupted.
     CubeFormatError, CubeMetadataError
         The root ``zarr.json`` cannot be read, the cube is not of format
         version 1, or a known attribute or an array's metadata is missing or wrong.
@@ -97,57 +115,65 @@ def read_cube(path: str | Path) -> Cube:
         digest (at open), or a layer group differs from its digest (at read).
     CubeReadError
         A chunk cannot be read or decoded (at read).
+    CubeValueError
+        ``path`` is a URL whose ``//`` was lost or whose protocol fsspec cannot
+        open, or ``storage_options`` is not a mapping.
     """
-    root_path = Path(path)
-    if not (root_path / "zarr.json").is_file():
-        msg = f"{root_path}: no cube here (no zarr.json); check the path"
-        raise CubeNotFoundError(msg)
-    root = _open_group(root_path)
-    attrs = _root_attributes(root, where=str(root_path))
-    shape = _parse_shape(attrs["shape"], where=str(root_path))
+    location = as_location(path, storage_options, error=CubeValueError)
+    where = str(Path(path)) if location.is_local and not is_url(path) else str(location)
+    _require_root(location, where=where)
+    root = _open_group(location, where=where)
+    attrs = _root_attributes(root, where=where)
+    shape = _parse_shape(attrs["shape"], where=where)
     n_groups, n_samples, n_features = shape
     rows = {"samples": n_samples, "groups": n_groups, "features": n_features}
-    digests = Digests.from_json(attrs["digests"], n_groups=n_groups, where=str(root_path))
+    digests = Digests.from_json(attrs["digests"], n_groups=n_groups, where=where)
     claimed = attrs["fingerprint"]
     if not isinstance(claimed, str) or claimed != fingerprint(digests, shape=shape):
         msg = (
-            f"{root_path}: attribute 'fingerprint': expected the digest of the manifest "
+            f"{where}: attribute 'fingerprint': expected the digest of the manifest "
             f"{fingerprint(digests, shape=shape)}, found {claimed!r}; the file was edited"
         )
         raise CubeDigestError(msg)
-    columns = _parse_names(attrs, "columns", where=str(root_path))
-    arrays = _parse_names(attrs, "arrays", where=str(root_path))
+    columns = _parse_names(attrs, "columns", where=where)
+    arrays = _parse_names(attrs, "arrays", where=where)
     tables = {}
     for axis in TABLE_AXES:
         encoded = _read_table(
-            root, axis, columns[axis], arrays[axis], n_rows=rows[axis], where=root_path
+            root,
+            axis,
+            columns[axis],
+            arrays[axis],
+            n_rows=rows[axis],
+            where=where,
+            location=location,
         )
         found = table_digest(encoded, n_rows=rows[axis])
-        _check_digest(root_path, axis, expected=getattr(digests, axis), found=found)
+        _check_digest(where, axis, expected=getattr(digests, axis), found=found)
         tables[axis] = _as_frame(encoded, n_rows=rows[axis])
-    n_cells = _read_n_cells(root, digests, shape=shape, where=root_path)
+    n_cells = _read_n_cells(root, digests, shape=shape, where=where, location=location)
     normalization = attrs["normalization"]
     if (normalization is None) != (digests.normalization is None) or (
         normalization is not None and not isinstance(normalization, dict)
     ):
         msg = (
-            f"{root_path}: attribute 'normalization': expected "
+            f"{where}: attribute 'normalization': expected "
             f"{'an object' if digests.normalization else 'null'} as its digest says, found {normalization!r}"
         )
         raise CubeFormatError(msg)
     if normalization is not None:
         found = normalization_digest(normalization)
-        _check_digest(root_path, "normalization", expected=digests.normalization, found=found)
-    provenance = parse_provenance(attrs["provenance"], where=str(root_path))
+        _check_digest(where, "normalization", expected=digests.normalization, found=found)
+    provenance = parse_provenance(attrs["provenance"], where=where)
     if "provenance_digest" in attrs:
         recorded = attrs["provenance_digest"]
         if not isinstance(recorded, str):
-            msg = f"{root_path}: attribute 'provenance_digest': expected a digest string, found {recorded!r}; the file was edited"
+            msg = f"{where}: attribute 'provenance_digest': expected a digest string, found {recorded!r}; the file was edited"
             raise CubeFormatError(msg)
         _check_digest(
-            root_path, "provenance", expected=recorded, found=provenance_digest(attrs["provenance"])
+            where, "provenance", expected=recorded, found=provenance_digest(attrs["provenance"])
         )
-    layers, raw = _open_layers(root, digests, shape=shape, where=root_path)
+    layers, raw = _open_layers(root, digests, shape=shape, where=where, location=location)
     try:
         return Cube._assemble(
             tables=tables,
@@ -158,21 +184,55 @@ def read_cube(path: str | Path) -> Cube:
             operations=provenance["operations"],
             digests=digests,
             digest_sources=raw,
-            location=str(root_path),
+            location=where,
         )
     except CubeError as exc:
-        msg = f"{root_path}: the stored values do not make a valid cube: {exc}"
+        msg = f"{where}: the stored values do not make a valid cube: {exc}"
         raise CubeFormatError(msg) from exc
 
 
-def _open_group(path: Path) -> zarr.Group:
+def _require_root(location: Location, *, where: str) -> None:
+    """Raise :class:`CubeNotFoundError` unless a root ``zarr.json`` is at ``location``.
+
+    Under a URL the message tells an empty prefix from one that holds
+    objects: a cube being written to an object store, or whose writer was
+    killed, has every array but no root ``zarr.json`` yet.
+    """
+    if location.path is not None:
+        if not (location.path / "zarr.json").is_file():
+            msg = f"{where}: no cube here (no zarr.json); check the path"
+            raise CubeNotFoundError(msg)
+        return
+    fs, _ = open_filesystem(location, error=CubeValueError)
+    fs.invalidate_cache()
+    if location.read_bytes("zarr.json") is not None:
+        return
     try:
-        node = zarr.open(store=LocalStore(path, read_only=True), mode="r", zarr_format=3)
+        keys = location.keys()
+    except OSError:
+        keys = []
+    if not keys:
+        msg = f"{where}: no cube here (no zarr.json); check the URL"
+        raise CubeNotFoundError(msg)
+    msg = (
+        f"{where}: no cube here (no root zarr.json, but {len(keys)} objects such as "
+        f"{keys[0]!r}); a write may be in progress or was interrupted: wait for it to finish, "
+        "or write the cube again with overwrite=True"
+    )
+    raise CubeNotFoundError(msg)
+
+
+def _open_group(location: Location, *, where: str) -> zarr.Group:
+    store = location.zarr_store(read_only=True)
+    if isinstance(store, FsspecStore):
+        store.fs.invalidate_cache()
+    try:
+        node = zarr.open(store=store, mode="r", zarr_format=3)
     except _METADATA_ERRORS as exc:
-        msg = f"{path}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
+        msg = f"{where}/zarr.json: not readable as Zarr v3 metadata ({exc}); the file is damaged"
         raise CubeFormatError(msg) from exc
     if not isinstance(node, zarr.Group):
-        msg = f"{path}: no cube here (zarr.json is a Zarr array, not a group); check the path"
+        msg = f"{where}: no cube here (zarr.json is a Zarr array, not a group); check the path"
         raise CubeNotFoundError(msg)
     return node
 
@@ -246,7 +306,7 @@ def _parse_names(attrs: Mapping[str, Any], key: str, *, where: str) -> dict[str,
     return value
 
 
-def _check_digest(path: Path, what: str, *, expected: str | None, found: str) -> None:
+def _check_digest(path: str, what: str, *, expected: str | None, found: str) -> None:
     if expected != found:
         msg = f"{path}: {what}: values give {found}, not the stored digest {expected}; the file was changed or damaged"
         raise CubeDigestError(msg)
@@ -280,6 +340,30 @@ def _open_subgroup(group: zarr.Group, name: str, *, where: str) -> zarr.Group:
     return node
 
 
+def _check_members(
+    group: zarr.Group, expected: Collection[str], *, where: str, location: Location, what: str
+) -> None:
+    """Raise unless ``group`` holds exactly the arrays ``expected``.
+
+    A read-only (HTTP) server may list no directories; there the listing is
+    empty or fails, and the arrays not named cannot be seen (the named ones
+    were all opened and are checked).
+    """
+    try:
+        listed = _array_names(group, where=where)
+    except CubeError:
+        raise
+    except Exception:
+        if not location.read_only:
+            raise
+        listed = []
+    if location.read_only and not listed:
+        return
+    if listed != sorted(expected):
+        msg = f"{where}: expected exactly the arrays {sorted(expected)}{what}, found {listed}"
+        raise CubeFormatError(msg)
+
+
 def _array_names(group: zarr.Group, *, where: str) -> list[str]:
     try:
         return sorted(group.array_keys())
@@ -301,17 +385,21 @@ def _read_values(array: zarr.Array[Any], *, where: str) -> np.ndarray:
 
 
 def _read_table(
-    root: zarr.Group, axis: str, columns: list[str], arrays: list[str], *, n_rows: int, where: Path
+    root: zarr.Group,
+    axis: str,
+    columns: list[str],
+    arrays: list[str],
+    *,
+    n_rows: int,
+    where: str,
+    location: Location,
 ) -> tuple[EncodedColumn, ...]:
     if len(columns) != len(arrays) or len(set(columns)) != len(columns):
         msg = f"{where}: attributes 'columns' and 'arrays' of {axis!r} disagree: {columns} vs {arrays}"
         raise CubeFormatError(msg)
     group = _open_subgroup(root, axis, where=f"{where}/{axis}")
     opened = {name: _open_array(group, name, where=f"{where}/{axis}/{name}") for name in arrays}
-    listed = _array_names(group, where=f"{where}/{axis}")
-    if listed != sorted(arrays):
-        msg = f"{where}/{axis}: expected exactly the arrays {sorted(arrays)}, found {listed}"
-        raise CubeFormatError(msg)
+    _check_members(group, arrays, where=f"{where}/{axis}", location=location, what="")
     out = []
     for column, name in zip(columns, arrays, strict=True):
         w = f"{where}/{axis}/{name}"
@@ -372,9 +460,17 @@ def _as_frame(columns: Iterable[EncodedColumn], *, n_rows: int) -> pd.DataFrame:
 
 
 def _read_n_cells(
-    root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
+    root: zarr.Group,
+    digests: Digests,
+    *,
+    shape: tuple[int, int, int],
+    where: str,
+    location: Location,
 ) -> np.ndarray | None:
-    present = (where / "n_cells" / "zarr.json").is_file()
+    if location.path is not None:
+        present = (location.path / "n_cells" / "zarr.json").is_file()
+    else:
+        present = location.read_bytes("n_cells/zarr.json") is not None
     if present != (digests.n_cells is not None):
         msg = f"{where}: array 'n_cells' is {'present' if present else 'absent'} but its digest says {digests.n_cells}"
         raise CubeFormatError(msg)
@@ -405,16 +501,24 @@ def _layer_dtype_rule(type_word: str) -> Callable[[np.dtype[Any]], bool]:
 
 
 def _open_layers(
-    root: zarr.Group, digests: Digests, *, shape: tuple[int, int, int], where: Path
+    root: zarr.Group,
+    digests: Digests,
+    *,
+    shape: tuple[int, int, int],
+    where: str,
+    location: Location,
 ) -> tuple[dict[str, da.Array], dict[str, da.Array]]:
     group = _open_subgroup(root, "layers", where=f"{where}/layers")
     opened = {
         name: _open_array(group, name, where=f"{where}/layers/{name}") for name in digests.layers
     }
-    listed = _array_names(group, where=f"{where}/layers")
-    if listed != sorted(digests.layers):
-        msg = f"{where}/layers: expected exactly the arrays {sorted(digests.layers)} of attribute 'digests', found {listed}"
-        raise CubeFormatError(msg)
+    _check_members(
+        group,
+        digests.layers,
+        where=f"{where}/layers",
+        location=location,
+        what=" of attribute 'digests'",
+    )
     layers, raw = {}, {}
     for name, layer_digests in digests.layers.items():
         w = f"{where}/layers/{name}"

@@ -654,13 +654,13 @@ def _repeated_entry(store: Path) -> object:
 
 @case(
     errors.RemoteDestinationError,
-    r"s3://bucket/ds\.zarr: a URL \(scheme 's3'\), where a local path is expected; writing stores "
-    r"to object storage is not supported yet - write to a local path and upload it",
+    r"https://host/ds\.zarr: the https protocol is read-only, so stores cannot be written there; "
+    r"write to a local path or an object store \(s3://, gs://, memory://\)",
 )
 def _remote_destination(store: Path) -> object:
     (store / "table.csv").write_text("id,f0\nc0,1\n")
     return cytearc.import_csv(
-        store / "table.csv", "s3://bucket/ds.zarr", cluster="threads", show_progress=False
+        store / "table.csv", "https://host/ds.zarr", cluster="threads", show_progress=False
     )
 
 

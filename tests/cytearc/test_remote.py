@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,43 +10,16 @@ import s3fs
 
 from cytearc import DataStore
 from cytearc.io.detect import CrToZarr
-from cytepool.testing import free_port, wait_for_port
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
     from cytearc.engine.cluster import Engine
 
 
-@pytest.fixture(scope="module")
-def s3_options() -> Iterator[dict[str, Any]]:
-    """A moto S3 server on 127.0.0.1 with a bucket; its storage options."""
-    port = free_port()
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-    )
-    try:
-        wait_for_port(port)
-        options = {
-            "endpoint_url": f"http://127.0.0.1:{port}",
-            "key": "testing",
-            "secret": "testing",
-        }
-        s3fs.S3FileSystem(**options).mkdir("cytearc-tests")
-        yield options
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-
-
 @pytest.mark.slow
 def test_store_on_s3_reads_like_local(
-    tmp_path: Path, shared_data: Path, engine: Engine, s3_options: dict[str, Any]
+    tmp_path: Path, shared_data: Path, engine: Engine, s3_options: dict[str, Any], s3_bucket: str
 ) -> None:
     """Counts, countsT, tables and identity read from S3 equal the local store's."""
     source = shared_data / "10x_v3_pbmc1k_chr21" / "filtered_feature_bc_matrix.h5"
@@ -57,10 +27,10 @@ def test_store_on_s3_reads_like_local(
         CrToZarr(source, tmp_path / "ds.zarr", engine=engine, show_progress=False).dump().path
     )
     fs = s3fs.S3FileSystem(**s3_options)
-    fs.put(str(local_path), "cytearc-tests/ds.zarr", recursive=True)
+    fs.put(str(local_path), f"{s3_bucket[5:]}/ds.zarr", recursive=True)
     fs.invalidate_cache()
     local = DataStore(local_path)
-    remote = DataStore("s3://cytearc-tests/ds.zarr", storage_options=s3_options)
+    remote = DataStore(f"{s3_bucket}/ds.zarr", storage_options=s3_options)
     assert remote.dataset_fingerprint == local.dataset_fingerprint
     assert remote.RNA.content_fingerprint == local.RNA.content_fingerprint
     np.testing.assert_array_equal(

@@ -1,4 +1,4 @@
-"""Writer destinations: local paths only, and overwrite replaces only what CyteArc wrote."""
+"""Writer destinations: local paths and object-store URLs, and overwrite replaces only what CyteArc wrote."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import zarr
 
 from cytearc import SparseToZarr
 from cytearc.errors import DestinationExistsError, RemoteDestinationError
-from cytearc.storage.destinations import validate_destination, validate_local_path
+from cytearc.storage.destinations import validate_destination, writable_location
 
 
 def _store(path: Path, *, overwrite: bool = False) -> Path:
@@ -39,35 +39,41 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize(
-    "url",
-    [
-        "s3://bucket/ds.zarr",
-        "gs://bucket/ds.zarr",
-        "https://host/ds.zarr",
-        "memory://ds.zarr",
-        "file:///tmp/ds.zarr",
-    ],
+    "url", ["s3://bucket/ds.zarr", "gs://bucket/ds.zarr", "memory://b/ds.zarr"]
 )
-def test_urls_are_refused_where_a_local_path_is_expected(url: str) -> None:
-    """Any scheme://, given as a string or mangled by Path into scheme:/, raises RemoteDestinationError."""
-    for destination in (url, Path(url)):
-        with pytest.raises(RemoteDestinationError, match="object storage is not supported yet"):
-            validate_local_path(destination)
-    with pytest.raises(RemoteDestinationError, match="writing cubes to object storage"):
-        validate_local_path(url, kind="cubes")
+def test_object_store_urls_are_destinations(url: str) -> None:
+    """A URL of a writable filesystem is a destination with its options; a Path that flattened it is refused."""
+    location = writable_location(url, storage_options={"anon": True})
+    assert (location.url, location.path, dict(location.storage_options)) == (
+        url,
+        None,
+        {"anon": True},
+    )
+    assert "anon" not in repr(location)
+    assert str(location) == url
+    with pytest.raises(RemoteDestinationError, match="pass the URL as a string"):
+        writable_location(Path(url))
+
+
+@pytest.mark.parametrize("url", ["https://host/ds.zarr", "http://127.0.0.1:8000/ds.zarr"])
+def test_read_only_protocols_are_refused(url: str) -> None:
+    """HTTP serves stores read-only, so no writer takes it as a destination, before anything is read."""
+    with pytest.raises(RemoteDestinationError, match="protocol is read-only"):
+        validate_destination(url, overwrite=True)
 
 
 def test_local_paths_with_url_characters_are_kept(tmp_path: Path) -> None:
-    """A local name with ':', '#' or '?' is no URL: it is returned absolute."""
+    """A local name with ':', '#' or '?' is no URL: it stays a Path, made absolute; file:// is local."""
     for name in ("run:1/ds.zarr", "a#b?c.zarr"):
-        assert validate_local_path(tmp_path / name) == tmp_path / name
+        assert writable_location(tmp_path / name).path == tmp_path / name
     for relative in ("rel.zarr", "C:/ds.zarr"):
-        assert validate_local_path(relative) == Path.cwd() / relative
+        assert writable_location(relative).path == Path.cwd() / relative
+    assert writable_location(f"file://{tmp_path}/ds.zarr").path == tmp_path / "ds.zarr"
 
 
 def test_an_imported_store_is_replaceable(imported: Path) -> None:
     """Every key of an import is Zarr metadata or a chunk, so overwrite may replace it."""
-    assert validate_destination(imported, overwrite=True) == imported
+    assert validate_destination(imported, overwrite=True).path == imported
     assert any("c" in Path(root).parts for root, _, _ in os.walk(imported))
 
 
@@ -104,7 +110,7 @@ def test_label_claims_do_not_block_overwrite(imported: Path, tmp_path: Path) -> 
     digest = hashlib.sha256(b"baseline").hexdigest()
     root.require_group(f"pipeline/runs/.label-claims/{digest}")
     (store / "pipeline/runs/.label-claims" / digest / "00000001.json").write_text("{}")
-    assert validate_destination(store, overwrite=True) == store
+    assert validate_destination(store, overwrite=True).path == store
     (store / "pipeline/runs/.label-claims" / digest / "notes.json").write_text("{}")
     with pytest.raises(DestinationExistsError, match=r"notes\.json"):
         validate_destination(store, overwrite=True)

@@ -1,0 +1,350 @@
+"""Servers on 127.0.0.1 for testing object-store reads and writes: S3 (moto), HTTP, and faults.
+
+:func:`moto_server` starts moto's S3 server in a subprocess and yields the
+``storage_options`` of s3fs; :func:`http_server` serves a directory read-only
+with byte ranges, as a static web server does; :class:`FaultProxy` stands in
+front of either and injects the faults of real networks (5xx responses,
+connections dropped mid-body, slow responses) at seeded rates, recording
+every request so a test can count the bytes a reader fetched.
+
+Shipped with the package, like :mod:`cytepool.testing`, so tools that write
+cubes to object storage can test against the same servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Final
+
+from cytepool.testing import free_port, wait_for_port
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["FaultProxy", "Faults", "RequestRecord", "http_server", "moto_server"]
+
+_RANGE: Final = re.compile(r"bytes=(?P<start>[0-9]*)-(?P<end>[0-9]*)")
+_HOP_BY_HOP: Final = frozenset(
+    {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+)
+
+
+@contextlib.contextmanager
+def moto_server(*, port: int | None = None) -> Iterator[dict[str, Any]]:
+    """Run moto's S3 server on 127.0.0.1 in a subprocess; yield s3fs ``storage_options``.
+
+    Parameters
+    ----------
+    port
+        The port; a free one by default.
+
+    Yields
+    ------
+    dict
+        ``{"endpoint_url": "http://127.0.0.1:PORT", "key": "testing", "secret": "testing"}``.
+    """
+    port = port or free_port()
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    try:
+        wait_for_port(port)
+        yield {"endpoint_url": f"http://127.0.0.1:{port}", "key": "testing", "secret": "testing"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+class _RangeHandler(SimpleHTTPRequestHandler):
+    """``SimpleHTTPRequestHandler`` with single byte ranges (``206``), as web servers answer."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+    def send_head(self) -> Any:  # noqa: ANN401 (the base class's file object)
+        match = _RANGE.fullmatch(self.headers.get("Range", ""))
+        path = Path(self.translate_path(self.path))
+        if match is None or not path.is_file():
+            return super().send_head()
+        size = path.stat().st_size
+        start = int(match["start"] or 0) if match["start"] else size - int(match["end"])
+        end = min(int(match["end"]), size - 1) if match["start"] and match["end"] else size - 1
+        if start >= size:
+            self.send_error(416)
+            return None
+        handle = path.open("rb")
+        handle.seek(start)
+        self.send_response(206)
+        self.send_header("Content-Type", self.guess_type(path))
+        self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        return _Slice(handle, end - start + 1)
+
+
+class _Slice:
+    """The first ``n`` bytes of an open file, for ``copyfile``."""
+
+    def __init__(self, handle: BinaryIO, n: int) -> None:
+        self._handle, self._left = handle, n
+
+    def read(self, size: int = -1) -> bytes:
+        size = self._left if size < 0 else min(size, self._left)
+        data: bytes = self._handle.read(size)
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._handle.close()
+
+
+@contextlib.contextmanager
+def http_server(directory: Path) -> Iterator[str]:
+    """Serve ``directory`` read-only over HTTP on 127.0.0.1, with byte ranges; yield its URL.
+
+    Directory listings are the HTML index pages fsspec's HTTP filesystem reads.
+
+    Parameters
+    ----------
+    directory
+        The folder to serve.
+
+    Yields
+    ------
+    str
+        ``http://127.0.0.1:PORT``.
+    """
+
+    class Handler(_RangeHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(directory), **kwargs)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass(kw_only=True)
+class Faults:
+    """What a :class:`FaultProxy` does to the requests it forwards, each drawn with a seeded generator.
+
+    Parameters
+    ----------
+    error_rate
+        Fraction of requests answered ``503 Slow Down`` without reaching the server.
+    drop_rate
+        Fraction of responses whose connection is closed after half the body
+        (the full ``Content-Length`` announced).
+    delay
+        Seconds each response waits before it is sent (a slow network).
+    methods
+        The methods faults apply to; others pass untouched.
+    seed
+        The generator's seed.
+    """
+
+    error_rate: float = 0.0
+    drop_rate: float = 0.0
+    delay: float = 0.0
+    methods: frozenset[str] = frozenset({"GET", "HEAD", "PUT", "POST", "DELETE"})
+    seed: int = 0
+    _random: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(self.seed)
+
+    def draw(self, method: str) -> str | None:
+        """``"error"``, ``"drop"`` or None for a request of ``method``."""
+        if method not in self.methods:
+            return None
+        x = self._random.random()
+        if x < self.error_rate:
+            return "error"
+        if x < self.error_rate + self.drop_rate:
+            return "drop"
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestRecord:
+    """One request a :class:`FaultProxy` handled."""
+
+    method: str
+    path: str
+    range: str | None
+    status: int
+    body_bytes: int
+    fault: str | None
+
+
+class FaultProxy:
+    """An HTTP proxy on 127.0.0.1 in front of ``upstream`` that injects :class:`Faults`.
+
+    Point a client at :attr:`url` instead of the server (``endpoint_url`` for
+    s3fs, the base URL for HTTP). Every request is recorded in
+    :attr:`requests`; :attr:`faults` may be replaced while it runs.
+
+    Parameters
+    ----------
+    upstream
+        The server's URL, ``http://127.0.0.1:PORT``.
+    faults
+        What to inject; none by default.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, fsspec
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (pathlib.Path(d) / "a.txt").write_bytes(b"hello")
+    ...     with http_server(pathlib.Path(d)) as url, FaultProxy(url) as proxy:
+    ...         fsspec.filesystem("http").cat(f"{proxy.url}/a.txt")
+    b'hello'
+    """
+
+    def __init__(self, upstream: str, *, faults: Faults | None = None) -> None:
+        match = re.fullmatch(r"http://(?P<host>[^:/]+):(?P<port>[0-9]+)/?", upstream)
+        if match is None:
+            msg = f"upstream: expected http://HOST:PORT, found {upstream!r}"
+            raise ValueError(msg)
+        self.upstream = (match["host"], int(match["port"]))
+        self.faults = faults or Faults()
+        self.requests: list[RequestRecord] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """The proxy's URL."""
+        assert self._server is not None, "start the proxy first (with FaultProxy(...) as proxy)"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def bytes_sent(self, *, method: str = "GET", path_contains: str = "") -> int:
+        """Body bytes the proxy sent in answers to ``method`` requests whose path holds ``path_contains``."""
+        with self._lock:
+            return sum(
+                r.body_bytes
+                for r in self.requests
+                if r.method == method and path_contains in r.path
+            )
+
+    def _record(self, record: RequestRecord) -> None:
+        with self._lock:
+            self.requests.append(record)
+
+    def _draw(self, method: str) -> str | None:
+        with self._lock:
+            return self.faults.draw(method)
+
+    def __enter__(self) -> FaultProxy:
+        proxy = self
+
+        class Handler(_ProxyHandler):
+            owner = proxy
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _ProxyHandler(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    owner: ClassVar[FaultProxy]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet."""
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_HEAD(self) -> None:
+        self._forward()
+
+    def do_PUT(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        self._forward()
+
+    def do_DELETE(self) -> None:
+        self._forward()
+
+    def _forward(self) -> None:
+        owner = self.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        fault = owner._draw(self.command)
+        delay = owner.faults.delay
+        if delay:
+            time.sleep(delay)
+        record: dict[str, Any] = {
+            "method": self.command,
+            "path": self.path,
+            "range": self.headers.get("Range"),
+        }
+        if fault == "error":
+            payload = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            self.send_response(503)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            owner._record(RequestRecord(**record, status=503, body_bytes=0, fault=fault))
+            return
+        connection = http.client.HTTPConnection(*owner.upstream, timeout=60)
+        try:
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            connection.request(self.command, self.path, body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+        finally:
+            connection.close()
+        self.send_response(response.status)
+        for key, value in response.getheaders():
+            if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":
+                self.send_header(key, value)
+        announced = response.getheader("Content-Length") if self.command == "HEAD" else None
+        self.send_header("Content-Length", announced or str(len(data)))
+        self.end_headers()
+        sent = data if fault != "drop" else data[: len(data) // 2]
+        if self.command != "HEAD":
+            self.wfile.write(sent)
+        owner._record(
+            RequestRecord(**record, status=response.status, body_bytes=len(sent), fault=fault)
+        )
+        if fault == "drop":
+            self.wfile.flush()
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(2)
