@@ -23,6 +23,7 @@ __all__ = [
     "AssayTypeError",
     "AtomicClaimUnsupportedError",
     "ColumnNotFoundError",
+    "CompositeFormatError",
     "CountCastError",
     "CountSummariesError",
     "CyteArcError",
@@ -319,6 +320,10 @@ class StoreDamageError(CyteArcError):
 
 class InterruptedReplaceError(StoreDamageError):
     """A writer was killed while replacing columns of a table together: their values may mix two writes."""
+
+
+class CompositeFormatError(StoreFormatError):
+    """A composite's manifest or mapping is malformed, its creation did not finish, or a source changed."""
 
 
 class CountSummariesError(StoreFormatError):

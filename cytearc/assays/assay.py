@@ -17,13 +17,14 @@ from cytearc.errors import (
     StoreFormatError,
 )
 from cytearc.metadata.table import MetaData
-from cytearc.storage.counts import LAYOUT_ATTRIBUTE
+from cytearc.storage.counts import LAYOUT_ATTRIBUTE, source_compressor
 from cytearc.storage.damage import missing_units, read_region
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import DERIVED_ATTRIBUTE, child_group, child_node
 
 if TYPE_CHECKING:
     import dask.array as da
+    from zarr.abc.codec import BytesBytesCodec
 
 __all__ = ["SUMMARIES", "Assay"]
 
@@ -201,6 +202,21 @@ class Assay:
             msg = f"{self.where}: a {self.assayType} assay has no countsT (only RNA-type assays store it); use counts"
             raise AttributeError(msg)
         return open_lazy(self._counts_t)
+
+    @property
+    def compressor(self) -> BytesBytesCodec | None:
+        """The codec after ``bytes`` of ``counts`` (what copies of these counts are written with)."""
+        return source_compressor(self._counts)
+
+    def stored_arrays(self) -> tuple[zarr.Array[Any], zarr.Array[Any] | None]:
+        """The stored ``counts`` and ``countsT`` (None for assays without it), for readers of their chunks.
+
+        Returns
+        -------
+        tuple of zarr.Array and zarr.Array or None
+            The arrays.
+        """
+        return self._counts, self._counts_t
 
     def feature_rows(self, features: np.ndarray) -> np.ndarray:
         """The counts of a few features over every cell.

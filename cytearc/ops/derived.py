@@ -40,7 +40,6 @@ from cytearc.metadata.membership import membership_column, write_membership_colu
 from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns, write_table
 from cytearc.storage.counts import (
     fit_layout,
-    source_compressor,
     write_count_arrays,
     write_summaries,
 )
@@ -146,7 +145,7 @@ def _write_derived(
         matrix,
         _summed(source.counts, mapping),
         layout=layout,
-        compressor=source_compressor(source.matrix["counts"]),  # type: ignore[arg-type]
+        compressor=source.compressor,
         engine=engine,
         transpose=assay_type in RNA_TYPES,
         where=f"{store.where}/matrices/{label}",

@@ -9,6 +9,7 @@ over the stored ``counts`` whose writers own whole ``countsT`` shards.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,6 +19,7 @@ import zarr
 from dask.delayed import delayed
 from distributed import wait
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from zarr.storage import MemoryStore
 
 from cytearc.engine.arrays import (
     aligned_rows,
@@ -35,7 +37,7 @@ from cytepool.codecs import compressor as named_compressor
 from cytepool.compute import compute
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import dask.array as da
     from zarr.abc.codec import BytesBytesCodec
@@ -46,9 +48,12 @@ __all__ = [
     "LAYOUT_ATTRIBUTE",
     "SUMMARY_COMPRESSORS",
     "CountsWritten",
+    "band_result",
     "band_summaries",
     "band_unit",
     "checksummed",
+    "combine_bands",
+    "count_array_document",
     "fit_layout",
     "layout_fits",
     "read_band_result",
@@ -138,6 +143,55 @@ def _create(
     )
 
 
+def count_array_document(
+    *,
+    shape: tuple[int, int],
+    dtype: np.dtype,
+    layout: CountLayout,
+    compressor: BytesBytesCodec | None,
+    transposed: bool,
+    attributes: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ``zarr.json`` document ``counts`` (or ``countsT``) of this shape and layout would have.
+
+    For the virtual counts of a composite, whose documents are kept in its
+    manifest rather than stored as arrays.
+
+    Parameters
+    ----------
+    shape
+        The array's shape (features x cells when ``transposed``).
+    dtype
+        Its storage dtype.
+    layout
+        The layout policy.
+    compressor
+        The codec after ``bytes``, or None.
+    transposed
+        Whether it is ``countsT``.
+    attributes
+        More attributes (the content fingerprint).
+
+    Returns
+    -------
+    dict
+        The document.
+    """
+    group = zarr.open_group(store=MemoryStore(), mode="w", zarr_format=3)
+    array = _create(
+        group,
+        "countsT" if transposed else "counts",
+        shape=shape,
+        dtype=np.dtype(dtype),
+        layout=layout,
+        compressor=compressor,
+        dimension_names=("feature", "cell") if transposed else ("cell", "feature"),
+    )
+    array.attrs.update(dict(attributes))
+    document: dict[str, Any] = json.loads(json.dumps(array.metadata.to_dict(), default=str))
+    return document
+
+
 def band_summaries(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The count summaries of a dense band of ``counts`` rows.
 
@@ -210,6 +264,68 @@ def write_band(
     )
 
 
+def combine_bands(
+    results: Sequence[Any], *, shape: tuple[int, int], dtype: np.dtype
+) -> CountsWritten:
+    """The identity and summaries of counts from their bands' results, in row order.
+
+    Parameters
+    ----------
+    results
+        Each band's digests, row sums, detected features per row and
+        detected cells per feature (:func:`write_band`, :func:`band_result`).
+    shape
+        The counts' shape.
+    dtype
+        Their storage dtype.
+
+    Returns
+    -------
+    CountsWritten
+        The content fingerprint and the count summaries.
+    """
+    return CountsWritten(
+        content_fingerprint=counts_fingerprint(
+            shape=shape, dtype=dtype, digests=[d for r in results for d in r[0]]
+        ),
+        row_sums=np.concatenate([r[1] for r in results]) if results else np.zeros(0),
+        row_positive=np.concatenate([r[2] for r in results]) if results else np.zeros(0, np.int64),
+        column_positive=np.sum([r[3] for r in results], axis=0)
+        if results
+        else np.zeros(shape[1], np.int64),
+    )
+
+
+def band_result(
+    dense: np.ndarray, first_row: int, n_rows: int
+) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
+    """What :func:`write_band` returns for a band, computed without writing it.
+
+    Parameters
+    ----------
+    dense
+        The band's rows, in storage dtype; ``first_row`` is a multiple of
+        the identity block.
+    first_row
+        The band's first row.
+    n_rows
+        The rows of the whole counts.
+
+    Returns
+    -------
+    tuple
+        The band's identity-block digests, row sums, detected features per
+        row and detected cells per feature.
+    """
+    row_sums, row_positive, column_positive = band_summaries(dense)
+    return (
+        block_digests(dense, first_row=first_row, n_rows=n_rows),
+        row_sums,
+        row_positive,
+        column_positive,
+    )
+
+
 def _existing_counts(
     group: zarr.Group, *, shape: tuple[int, int], dtype: np.dtype, layout: CountLayout, where: str
 ) -> zarr.Array[Any]:
@@ -253,13 +369,8 @@ def read_band_result(
         The band's identity-block digests, row sums, detected features per
         row and detected cells per feature.
     """
-    dense = read_region(array, slice(first_row, first_row + rows))
-    row_sums, row_positive, column_positive = band_summaries(dense)
-    return (
-        block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
-        row_sums,
-        row_positive,
-        column_positive,
+    return band_result(
+        read_region(array, slice(first_row, first_row + rows)), first_row, array.shape[0]
     )
 
 
@@ -553,18 +664,7 @@ class CountsWriter:
             The content fingerprint and the count summaries.
         """
         n_rows, n_cols = self.shape
-        written = CountsWritten(
-            content_fingerprint=counts_fingerprint(
-                shape=self.shape, dtype=self.dtype, digests=[d for r in results for d in r[0]]
-            ),
-            row_sums=np.concatenate([r[1] for r in results]) if results else np.zeros(0),
-            row_positive=np.concatenate([r[2] for r in results])
-            if results
-            else np.zeros(0, np.int64),
-            column_positive=np.sum([r[3] for r in results], axis=0)
-            if results
-            else np.zeros(n_cols, np.int64),
-        )
+        written = combine_bands(results, shape=self.shape, dtype=self.dtype)
         self.counts.attrs["content_fingerprint"] = written.content_fingerprint
         if transpose:
             counts_t = _create(

@@ -13,7 +13,7 @@ import functools
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, Self
 
 import zarr
 from zarr.storage import LocalStore
@@ -33,6 +33,12 @@ from cytearc.errors import (
     WorkspaceNotFoundError,
 )
 from cytearc.metadata.table import MetaData
+from cytearc.storage.composite import (
+    CompositeAssay,
+    CompositeSources,
+    open_composite,
+    read_manifest,
+)
 from cytearc.storage.nodes import (
     PENDING_ATTRIBUTE,
     STORE_FORMAT,
@@ -284,6 +290,10 @@ class Store:
         :func:`cytearc.tools.create_workspace`): its own cell table, feature
         tables, artifacts and pipeline runs over the store's count matrices.
         None for the store's root.
+    source_storage_options
+        For a composite (:func:`cytearc.tools.create_composite`): the fsspec
+        options of each remote source, by source name; kept in memory only,
+        never written.
 
     Raises
     ------
@@ -314,6 +324,7 @@ class Store:
         storage_options: Mapping[str, Any] | None = None,
         show_progress: bool = True,
         workspace: str | None = None,
+        source_storage_options: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         if zarr_mode not in _MODES:
             msg = f"zarr_mode: expected 'r' (read) or 'r+' (read and write), found {zarr_mode!r}; pass one of them"
@@ -329,8 +340,11 @@ class Store:
             "zarr_mode": zarr_mode,
             "storage_options": storage_options,
             "show_progress": show_progress,
+            "source_storage_options": source_storage_options,
         }
-        """The options of this open, which the engine and ``open_workspace`` use."""
+        """The options of this open, which the engine and ``open_workspace`` use (in memory only)."""
+        self.composite: CompositeSources | None = None
+        """The open sources of a composite (:mod:`cytearc.storage.composite`), else None."""
         self.store_root, self.where = open_root(
             location, mode=zarr_mode, storage_options=storage_options
         )
@@ -358,6 +372,7 @@ class Store:
         if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
+        self._open_composite()
         if self.workspace is not None:
             self.root = self._workspace_group(self.workspace)
         tables = self.where if self.workspace is None else f"{self.where}/{self.workspace}"
@@ -369,6 +384,41 @@ class Store:
             writable=self.writable,
         )
         self._scan_assays(assay_types)
+
+    def _open_composite(self) -> None:
+        """Open a composite's sources (checked against their bindings), or refuse their options."""
+        options = self._reopen["source_storage_options"]
+        manifest = read_manifest(self.store_root, where=self.where)
+        if manifest is None:
+            if options is not None:
+                msg = f"{self.where}: source_storage_options: the store is not a composite, so it has no sources to open; pass storage_options for the store itself"
+                raise OperationArgumentError(msg)
+            return
+        if self.workspace is not None:
+            msg = f"{self.where}: workspaces of a composite are not supported; open the composite's root"
+            raise WorkspaceNotFoundError(msg)
+        self.composite = open_composite(
+            self.store_root,
+            manifest,
+            where=self.where,
+            source_storage_options=options,
+            show_progress=self.show_progress,
+        )
+
+    def close(self) -> None:
+        """Release what the open holds: a composite's cache of remote sources (its directory is removed).
+
+        The store stays readable; a composite reads its remote sources
+        directly after it is closed.
+        """
+        if self.composite is not None:
+            self.composite.cache.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _workspace_group(self, name: str) -> zarr.Group:
         node = child_node(self.store_root, name, where=self.where) if name else None
@@ -413,7 +463,12 @@ class Store:
         self._scan_assays(None)
 
     def _open_assay(self, name: str) -> Assay:
-        assay = Assay(
+        kind = (
+            functools.partial(CompositeAssay, sources=self.composite)
+            if self.composite is not None and name == self.composite.manifest.assay
+            else Assay
+        )
+        assay = kind(
             name=name,
             assay_type=self.assay_types[name],
             root=self.root,

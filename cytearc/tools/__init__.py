@@ -1,4 +1,4 @@
-"""Writers that reshape stores: :class:`SubsetZarr`, :class:`DataStoreMerge`, :func:`repack_zarr` and :func:`create_workspace`.
+"""Writers that reshape stores: :class:`SubsetZarr`, :class:`DataStoreMerge`, :func:`repack_zarr`, :func:`create_workspace` and :func:`create_composite`.
 
 Each writes a new store on the engine, one task per band of whole shards
 sized from ``mem_budget``, and refuses a bad destination or source before it
@@ -16,6 +16,7 @@ import types
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from cytearc.tools.composite import create_composite
     from cytearc.tools.datastore_merge import DataStoreMerge
     from cytearc.tools.repack import PROFILES, RepackProfile, repack_zarr
     from cytearc.tools.subset_zarr import SubsetZarr
@@ -26,6 +27,7 @@ __all__ = [
     "DataStoreMerge",
     "RepackProfile",
     "SubsetZarr",
+    "create_composite",
     "create_workspace",
     "repack_zarr",
 ]
@@ -35,6 +37,7 @@ _MODULES = {
     "PROFILES": "repack",
     "RepackProfile": "repack",
     "SubsetZarr": "subset_zarr",
+    "create_composite": "composite",
     "create_workspace": "workspace",
     "repack_zarr": "repack",
 }

@@ -426,6 +426,8 @@ def finish_store(
     cells: pd.DataFrame,
     features: Mapping[str, pd.DataFrame],
     fingerprints: Mapping[str, str],
+    *,
+    attributes: Mapping[str, Any] | None = None,
 ) -> str:
     """Record the dataset fingerprint and mark the store complete (its last write).
 
@@ -442,6 +444,9 @@ def finish_store(
         Each assay's feature table (``ids``, ``names``).
     fingerprints
         Each assay's counts fingerprint.
+    attributes
+        More root attributes to write in the same write (a composite's
+        completed manifest).
 
     Returns
     -------
@@ -452,5 +457,11 @@ def finish_store(
     fingerprint = dataset_fingerprint(
         cells, {n: features[n] for n in imported}, {n: fingerprints[n] for n in imported}
     )
-    root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
+    root.attrs.update(
+        {
+            **(attributes or {}),
+            "cytearc:datasetFingerprint": fingerprint,
+            "cytearc:complete": True,
+        }
+    )
     return fingerprint

@@ -46,7 +46,6 @@ from cytearc.storage.counts import (
     CountsWriter,
     fit_layout,
     read_band_result,
-    source_compressor,
     write_band,
     write_summaries,
 )
@@ -80,7 +79,7 @@ MANIFEST_ATTRIBUTE: Final = "cytearc:merge"
 
 
 @dataclass(frozen=True, kw_only=True)
-class _AssayPlan:
+class AssayPlan:
     """How one assay is merged."""
 
     name: str
@@ -310,7 +309,8 @@ class DataStoreMerge:
             raise MergePlanError(msg)
         return measured, column_digest({"": measured})
 
-    def _assay_plan(self, stores: list[Store], names: list[str], assay: str) -> _AssayPlan:
+    def plan_assay(self, stores: list[Store], names: list[str], assay: str) -> AssayPlan:
+        """How ``assay`` is merged: its type, common dtype, the union of features and each source's columns."""
         holders = [(s, n) for s, n in zip(stores, names, strict=True) if assay in s.assays]
         types = {s.assay_types[assay] for s, _ in holders}
         if len(types) != 1:
@@ -338,7 +338,7 @@ class DataStoreMerge:
             for s, n in zip(stores, names, strict=True)
         ]
         membership = [self._membership(s, assay) for s in stores]
-        return _AssayPlan(
+        return AssayPlan(
             name=assay,
             assay_type=types.pop(),
             dtype=dtype,
@@ -348,9 +348,10 @@ class DataStoreMerge:
             states=[state for _, state in membership],
         )
 
-    def _cells(
-        self, stores: list[Store], names: list[str], plans: list[_AssayPlan]
+    def plan_cells(
+        self, stores: list[Store], names: list[str], plans: list[AssayPlan]
     ) -> pd.DataFrame:
+        """The merged cell table: ids prefixed by the source names, carried columns joined."""
         lengths = [s.cells.n_rows for s in stores]
         carried = [carried_columns(s.cells, s.assays) for s in stores]
         ids = pd.Series(
@@ -380,7 +381,7 @@ class DataStoreMerge:
         return pd.DataFrame(frame)
 
     def _manifest(
-        self, stores: list[Store], names: list[str], plans: list[_AssayPlan]
+        self, stores: list[Store], names: list[str], plans: list[AssayPlan]
     ) -> dict[str, Any]:
         return {
             "sources": [
@@ -441,8 +442,8 @@ class DataStoreMerge:
         for store in stores:
             refuse_pending(store)
         names = self._names(stores)
-        plans = [self._assay_plan(stores, names, a) for a in self._assay_names(stores)]
-        cells = self._cells(stores, names, plans)
+        plans = [self.plan_assay(stores, names, a) for a in self._assay_names(stores)]
+        cells = self.plan_cells(stores, names, plans)
         manifest = self._manifest(stores, names, plans)
         engine = get_engine(**self.engine_options)
         root, manifest = self._destination(
@@ -504,7 +505,7 @@ class DataStoreMerge:
         self,
         root: zarr.Group,
         stores: list[Store],
-        plan: _AssayPlan,
+        plan: AssayPlan,
         manifest: dict[str, Any],
         *,
         shape: tuple[int, int],
@@ -536,7 +537,7 @@ class DataStoreMerge:
         self,
         root: zarr.Group,
         stores: list[Store],
-        plan: _AssayPlan,
+        plan: AssayPlan,
         manifest: dict[str, Any],
         engine: Engine,
         *,
@@ -552,7 +553,7 @@ class DataStoreMerge:
             shape=shape,
             dtype=plan.dtype,
             layout=layout,
-            compressor=source_compressor(holder.assays[plan.name].matrix["counts"]),  # type: ignore[arg-type]
+            compressor=holder.assays[plan.name].compressor,
             engine=engine,
             where=f"{where}/matrices/{plan.name}",
             resume=resume,
@@ -599,7 +600,7 @@ class DataStoreMerge:
         write_summaries(group, written)
         return written.content_fingerprint
 
-    def _merged(self, stores: list[Store], plan: _AssayPlan) -> da.Array:
+    def _merged(self, stores: list[Store], plan: AssayPlan) -> da.Array:
         """The merged counts, lazy: each source's rows widened to the merged features."""
         n_out = len(plan.features)
         parts = []

@@ -23,7 +23,7 @@ from cytearc.engine.cluster import get_engine
 from cytearc.errors import ArtifactError, AssayNotFoundError, OperationArgumentError
 from cytearc.metadata.membership import membership_column
 from cytearc.ops.selection import open_selection
-from cytearc.storage.counts import fit_layout, source_compressor
+from cytearc.storage.counts import fit_layout
 from cytearc.storage.destinations import validate_destination, writable_location
 from cytearc.storage.store import Store
 from cytearc.tools._cli import add_writer_options, report_store
@@ -260,7 +260,7 @@ class SubsetZarr:
                 assay.counts[rows],
                 transpose=store.assay_types[name] in RNA_TYPES,
                 layout=layouts[name],
-                compressor=source_compressor(assay.matrix["counts"]),  # type: ignore[arg-type]
+                compressor=assay.compressor,
                 engine=engine,
                 where=str(path),
                 derived=assay.derived,

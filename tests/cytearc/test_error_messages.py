@@ -170,6 +170,31 @@ def _store_format(store: Path) -> object:
 
 
 @case(
+    errors.CompositeFormatError,
+    r"<store>: the composite's creation did not finish \(attribute 'composite' has complete=false\); "
+    r"create it again with create_composite",
+)
+def _composite_format(store: Path) -> object:
+    root = zarr.open_group(store, mode="r+")
+    root.attrs["composite"] = {
+        "assay": "RNA",
+        "sources": [
+            {
+                "name": "a",
+                "location": str(store),
+                "workspace": None,
+                "datasetFingerprint": "x",
+                "countsFingerprint": "y",
+            }
+        ],
+        "arrays": {"counts": {}},
+        "maps": {"rowSources": "a", "sourceRows": "b", "featureColumns": "c"},
+        "complete": False,
+    }
+    return _open(store)
+
+
+@case(
     errors.AssayNotFoundError,
     r"<store>: no assay 'ADT2'; the store has \['RNA'\] - pass one of them",
 )

@@ -178,14 +178,14 @@ def test_a_float_group_column_is_refused(tmp_path: Path) -> None:
     assert cube.groups.iloc[:, 0].tolist() == ["0", "1", "2"]
 
 
-def test_pool_refuses_a_url_and_a_cube_inside_the_store(
+def test_pool_refuses_a_read_only_url_and_a_cube_inside_the_store(
     store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`cytearc pool -o s3://...` and a cube inside the source store exit 1 and write nothing."""
+    """`cytearc pool -o https://...` (read-only) and a cube inside the source store exit 1 and write nothing."""
     monkeypatch.chdir(tmp_path)
     before = tree_snapshot(store)
     for output, message in (
-        ("s3://bucket/pbmc.cube.zarr", "a URL (scheme 's3')"),
+        ("https://host/pbmc.cube.zarr", "the https protocol is read-only"),
         (str(store / "RNA" / "pbmc.cube.zarr"), "would be written inside the store"),
     ):
         code = main(
