@@ -35,6 +35,7 @@ from cytearc.errors import (
     MergePlanError,
     MergeResumeError,
     MissingArtifactError,
+    MountFormatError,
     NegativeCountsError,
     NonFiniteArtifactError,
     NonFiniteCountsError,
@@ -68,6 +69,8 @@ from cytearc.io import (
     import_loom,
     import_seurat,
 )
+from cytearc.tools.composite import create_composite
+from cytearc.tools.mount import mount_datastore
 from cytepool._versions import package_version
 
 __version__ = package_version("cytearc")
@@ -100,6 +103,7 @@ __all__ = [
     "MergePlanError",
     "MergeResumeError",
     "MissingArtifactError",
+    "MountFormatError",
     "NegativeCountsError",
     "NonFiniteArtifactError",
     "NonFiniteCountsError",
@@ -124,6 +128,7 @@ __all__ = [
     "UnmeasuredCellsError",
     "WorkspaceNotFoundError",
     "__version__",
+    "create_composite",
     "errors",
     "import_10x_h5",
     "import_10x_mtx",
@@ -132,4 +137,5 @@ __all__ = [
     "import_h5ad",
     "import_loom",
     "import_seurat",
+    "mount_datastore",
 ]

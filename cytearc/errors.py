@@ -44,6 +44,7 @@ __all__ = [
     "MergePlanError",
     "MergeResumeError",
     "MissingArtifactError",
+    "MountFormatError",
     "NegativeCountsError",
     "NonFiniteArtifactError",
     "NonFiniteCountsError",
@@ -324,6 +325,10 @@ class InterruptedReplaceError(StoreDamageError):
 
 class CompositeFormatError(StoreFormatError):
     """A composite's manifest or mapping is malformed, its creation did not finish, or a source changed."""
+
+
+class MountFormatError(StoreFormatError):
+    """A mounted target's ``matrixSource`` record is malformed, or its source changed or is itself a mount."""
 
 
 class CountSummariesError(StoreFormatError):

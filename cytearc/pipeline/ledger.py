@@ -55,6 +55,7 @@ from cytearc.errors import (
     RunNotFoundError,
 )
 from cytearc.pipeline.records import Interruption, LabelClaim, RunRecord, StageRecord
+from cytearc.storage.mount import MountStore
 from cytearc.storage.nodes import create_group_top_down
 
 if TYPE_CHECKING:
@@ -158,6 +159,8 @@ def _creates_atomically(store: Store) -> bool:
     """
     if isinstance(store, LocalStore):
         return type(store).set_if_not_exists is LocalStore.set_if_not_exists
+    if isinstance(store, MountStore):
+        return _creates_atomically(store.target)
     if isinstance(store, WrapperStore):
         delegates = type(store).set_if_not_exists is WrapperStore.set_if_not_exists
         return delegates and _creates_atomically(store._store)

@@ -25,6 +25,7 @@ from cytearc.errors import (
     AssayNotFoundError,
     AssayTypeError,
     CyteArcError,
+    MountFormatError,
     OperationArgumentError,
     ReadOnlyStoreError,
     StoreAccessError,
@@ -39,6 +40,7 @@ from cytearc.storage.composite import (
     open_composite,
     read_manifest,
 )
+from cytearc.storage.mount import MATRIX_SOURCE, MountStore, read_matrix_source
 from cytearc.storage.nodes import (
     PENDING_ATTRIBUTE,
     STORE_FORMAT,
@@ -292,8 +294,9 @@ class Store:
         None for the store's root.
     source_storage_options
         For a composite (:func:`cytearc.tools.create_composite`): the fsspec
-        options of each remote source, by source name; kept in memory only,
-        never written.
+        options of each remote source, by source name. For a mounted target
+        (:func:`cytearc.tools.mount_datastore`): the fsspec options of its
+        source. Kept in memory only, never written.
 
     Raises
     ------
@@ -373,6 +376,7 @@ class Store:
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"
             raise StoreFormatError(msg)
         self._open_composite()
+        self._open_mount()
         if self.workspace is not None:
             self.root = self._workspace_group(self.workspace)
         tables = self.where if self.workspace is None else f"{self.where}/{self.workspace}"
@@ -390,8 +394,8 @@ class Store:
         options = self._reopen["source_storage_options"]
         manifest = read_manifest(self.store_root, where=self.where)
         if manifest is None:
-            if options is not None:
-                msg = f"{self.where}: source_storage_options: the store is not a composite, so it has no sources to open; pass storage_options for the store itself"
+            if options is not None and MATRIX_SOURCE not in self.store_root.attrs:
+                msg = f"{self.where}: source_storage_options: the store is neither a composite nor a mount, so it has no sources to open; pass storage_options for the store itself"
                 raise OperationArgumentError(msg)
             return
         if self.workspace is not None:
@@ -404,6 +408,50 @@ class Store:
             source_storage_options=options,
             show_progress=self.show_progress,
         )
+
+    def _open_mount(self) -> None:
+        """Open a mounted target's source (checked against ``matrixSource``) and its key namespace."""
+        record = read_matrix_source(dict(self.store_root.attrs), where=self.where)
+        self.mount: Store | None = None
+        """The source of a mounted target (:mod:`cytearc.storage.mount`), else None."""
+        if record is None:
+            return
+        if self.workspace is not None:
+            msg = f"{self.where}: workspaces of a mounted target are not supported; open its root"
+            raise WorkspaceNotFoundError(msg)
+        options = self._reopen["source_storage_options"]
+        source = Store(
+            record.location,
+            storage_options=options,
+            workspace=record.workspace,
+            show_progress=self.show_progress,
+        )
+        if source.mount is not None or source.composite is not None:
+            msg = f"{self.where}: its source {record.location} is itself a {'mounted store' if source.mount else 'composite'}; mounts of mounts and of composites are not supported - mount the original store"
+            raise MountFormatError(msg)
+        for name, entry in record.assays.items():
+            assay = source.assays.get(name)
+            if (
+                source.dataset_fingerprint != entry.datasetFingerprint
+                or assay is None
+                or assay.content_fingerprint != entry.countsFingerprint
+            ):
+                msg = f"{self.where}: the source {record.location} is not the store that was mounted (its dataset or {name} counts fingerprint changed); a mount needs its source unchanged - restore the source, or mount it again"
+                raise MountFormatError(msg)
+            if entry.requiresTranspose and assay.stored_arrays()[1] is None:
+                msg = f"{self.where}: assay {name!r} opens as an RNA type and needs the source's countsT, which {record.location} lacks; repair the source with repack_zarr --data-only, or mount it again"
+                raise MountFormatError(msg)
+        prefix = f"{record.workspace}/" if record.workspace else ""
+        roots = {
+            "artifacts": f"{prefix}artifacts",
+            **{f"{a}/artifacts": f"{prefix}{a}/artifacts" for a in record.assays},
+        }
+        namespace = MountStore(
+            self.store_root.store, source.store_root.store, roots=roots, where=self.where
+        )
+        self.root = zarr.open_group(store=namespace, mode="r+" if self.writable else "r")
+        self.mount = source
+        self._mounted = set(record.assays)
 
     def close(self) -> None:
         """Release what the open holds: a composite's cache of remote sources (its directory is removed).
@@ -468,13 +516,14 @@ class Store:
             if self.composite is not None and name == self.composite.manifest.assay
             else Assay
         )
+        mounted = self.mount is not None and name in self._mounted
         assay = kind(
             name=name,
             assay_type=self.assay_types[name],
             root=self.root,
             where=self.where,
             writable=self.writable,
-            matrices_root=self.store_root,
+            matrices_root=self.mount.store_root if mounted and self.mount else self.store_root,
             workspace=self.workspace,
         )
         if assay.shape[0] != self.cells.n_rows:

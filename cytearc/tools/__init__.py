@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from cytearc.tools.composite import create_composite
     from cytearc.tools.datastore_merge import DataStoreMerge
+    from cytearc.tools.mount import mount_datastore
     from cytearc.tools.repack import PROFILES, RepackProfile, repack_zarr
     from cytearc.tools.subset_zarr import SubsetZarr
     from cytearc.tools.workspace import create_workspace
@@ -29,6 +30,7 @@ __all__ = [
     "SubsetZarr",
     "create_composite",
     "create_workspace",
+    "mount_datastore",
     "repack_zarr",
 ]
 
@@ -39,6 +41,7 @@ _MODULES = {
     "SubsetZarr": "subset_zarr",
     "create_composite": "composite",
     "create_workspace": "workspace",
+    "mount_datastore": "mount",
     "repack_zarr": "repack",
 }
 """Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""

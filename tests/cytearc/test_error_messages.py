@@ -195,6 +195,17 @@ def _composite_format(store: Path) -> object:
 
 
 @case(
+    errors.MountFormatError,
+    r"<store>: attribute 'matrixSource': expected exactly the fields \['location', 'workspace', "
+    r"'assays'\], found missing \['assays'\]; the record's shape is strict - mount the source again "
+    r"with this release",
+)
+def _mount_format(store: Path) -> object:
+    zarr.open_group(store, mode="r+").attrs["matrixSource"] = {"location": "x", "workspace": None}
+    return _open(store)
+
+
+@case(
     errors.AssayNotFoundError,
     r"<store>: no assay 'ADT2'; the store has \['RNA'\] - pass one of them",
 )

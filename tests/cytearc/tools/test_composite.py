@@ -137,7 +137,7 @@ def test_the_manifest_is_strict_and_sources_must_stay_unchanged(
         DataStore(path)
     rows[:] = saved
     assert DataStore(path).RNA.shape[0] == 500
-    with pytest.raises(OperationArgumentError, match="not a composite"):
+    with pytest.raises(OperationArgumentError, match="neither a composite nor a mount"):
         DataStore(local_sources["a"], source_storage_options={"a": {}})
     with pytest.raises(CompositeFormatError, match="no source named"):
         DataStore(path, source_storage_options={"z": {}})
