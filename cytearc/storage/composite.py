@@ -38,7 +38,7 @@ from cytearc.storage.cache import CachingStore, SourceCache
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.damage import read_region
 from cytearc.storage.layout import CountLayout
-from cytearc.storage.nodes import child_group, child_node
+from cytearc.storage.nodes import child_group, child_node, exact_fields
 from cytearc.storage.virtual import (
     CompositeMap,
     SourceArrays,
@@ -106,16 +106,14 @@ def map_digest(values: np.ndarray) -> str:
 
 
 def _fields(doc: object, expected: tuple[str, ...], *, what: str, where: str) -> dict[str, Any]:
-    """``doc`` as a mapping with exactly the ``expected`` keys, else a CompositeFormatError."""
-    if not isinstance(doc, Mapping):
-        msg = f"{where}: {what}: expected an object, found {type(doc).__name__}; the composite is damaged - create it again with create_composite"
-        raise CompositeFormatError(msg)
-    missing = [k for k in expected if k not in doc]
-    unknown = sorted(set(doc) - set(expected))
-    if missing or unknown:
-        msg = f"{where}: {what}: expected exactly the fields {list(expected)}, found {'missing ' + str(missing) if missing else ''}{' and ' if missing and unknown else ''}{'unknown ' + str(unknown) if unknown else ''}; this shape is strict and unversioned - create the composite again with this release"
-        raise CompositeFormatError(msg)
-    return dict(doc)
+    return exact_fields(
+        doc,
+        expected,
+        what=what,
+        where=where,
+        error=CompositeFormatError,
+        remedy="create the composite again with this release",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 from zarr.abc.store import Store as ZarrStore
 
 from cytearc.errors import MountFormatError, ReadOnlyStoreError
+from cytearc.storage.nodes import exact_fields
 
 if TYPE_CHECKING:
     from zarr.abc.store import ByteRequest
@@ -46,15 +47,14 @@ _ASSAY_FIELDS: Final = ("datasetFingerprint", "countsFingerprint", "requiresTran
 
 
 def _exact(doc: object, fields: tuple[str, ...], *, what: str, where: str) -> dict[str, Any]:
-    if not isinstance(doc, Mapping):
-        msg = f"{where}: {what}: expected an object, found {type(doc).__name__}; mount the source again with mount_datastore"
-        raise MountFormatError(msg)
-    missing = [f for f in fields if f not in doc]
-    unknown = sorted(set(doc) - set(fields))
-    if missing or unknown:
-        msg = f"{where}: {what}: expected exactly the fields {list(fields)}, found{' missing ' + str(missing) if missing else ''}{' unknown ' + str(unknown) if unknown else ''}; the record's shape is strict - mount the source again with this release"
-        raise MountFormatError(msg)
-    return dict(doc)
+    return exact_fields(
+        doc,
+        fields,
+        what=what,
+        where=where,
+        error=MountFormatError,
+        remedy="mount the source again with this release",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 import zarr
@@ -12,6 +12,9 @@ from botocore.exceptions import BotoCoreError
 from zarr.core.sync import sync
 
 from cytearc.errors import StoreAccessError, StoreFormatError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "DERIVED_ATTRIBUTE",
@@ -43,6 +46,68 @@ DERIVED_ATTRIBUTE: Final = "cytearc:derived"
 
 ACCESS_ERRORS: Final = (OSError, TimeoutError, aiohttp.ClientError, BotoCoreError)
 """What a read raises when the storage does not answer: the network, the endpoint, the disk."""
+
+
+def exact_fields(
+    doc: object,
+    fields: tuple[str, ...],
+    *,
+    what: str,
+    where: str,
+    error: Callable[[str], Exception],
+    remedy: str,
+) -> dict[str, Any]:
+    """``doc`` as a mapping of exactly ``fields``, for records of a strict, unversioned shape.
+
+    Parameters
+    ----------
+    doc
+        The record's JSON.
+    fields
+        The fields it holds, no more and no fewer.
+    what
+        The record, for the message.
+    where
+        The store, for the message.
+    error
+        The error class to raise.
+    remedy
+        What to do, for the message.
+
+    Returns
+    -------
+    dict
+        The record.
+
+    Raises
+    ------
+    Exception
+        ``error(message)``: ``doc`` is not a mapping, or a field is missing or unknown.
+
+    Examples
+    --------
+    >>> exact_fields({"a": 1, "c": 2}, ("a", "b"), what="x", where="s", error=ValueError, remedy="fix it")
+    Traceback (most recent call last):
+      ...
+    ValueError: s: x: expected exactly the fields ['a', 'b'], found missing ['b'] and unknown ['c']; this shape is strict and unversioned - fix it
+    """
+    if not isinstance(doc, Mapping):
+        msg = f"{where}: {what}: expected an object, found {type(doc).__name__}; {remedy}"
+        raise error(msg)
+    missing = [k for k in fields if k not in doc]
+    unknown = sorted(set(doc) - set(fields))
+    if missing or unknown:
+        found = " and ".join(
+            part
+            for part in (
+                f"missing {missing}" if missing else "",
+                f"unknown {unknown}" if unknown else "",
+            )
+            if part
+        )
+        msg = f"{where}: {what}: expected exactly the fields {list(fields)}, found {found}; this shape is strict and unversioned - {remedy}"
+        raise error(msg)
+    return dict(doc)
 
 
 def access_error(where: str, what: str, error: BaseException) -> StoreAccessError:

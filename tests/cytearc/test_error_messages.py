@@ -197,8 +197,8 @@ def _composite_format(store: Path) -> object:
 @case(
     errors.MountFormatError,
     r"<store>: attribute 'matrixSource': expected exactly the fields \['location', 'workspace', "
-    r"'assays'\], found missing \['assays'\]; the record's shape is strict - mount the source again "
-    r"with this release",
+    r"'assays'\], found missing \['assays'\]; this shape is strict and unversioned - mount the "
+    r"source again with this release",
 )
 def _mount_format(store: Path) -> object:
     zarr.open_group(store, mode="r+").attrs["matrixSource"] = {"location": "x", "workspace": None}
