@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 CYTEARC_GROUPS: Final = frozenset(
-    {"cellData", "matrices", "artifacts", "pipeline", "agent_results"}
+    {"cellData", "matrices", "artifacts", "pipeline", "agent_results", "_composite"}
 )
 _ZARR_METADATA: Final = ("zarr.json", ".zgroup", ".zarray")
 _LABEL_CLAIM: Final = re.compile(

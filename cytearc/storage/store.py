@@ -35,6 +35,7 @@ from cytearc.errors import (
 )
 from cytearc.metadata.table import MetaData
 from cytearc.storage.composite import (
+    COMPOSITE_ATTRIBUTE,
     CompositeAssay,
     CompositeSources,
     open_composite,
@@ -370,7 +371,8 @@ class Store:
             msg = f"{self.where}: not a CyteArc store of format {STORE_FORMAT} {STORE_FORMAT_VERSION} (found {attrs.get('cytearc:format')!r} {attrs.get('cytearc:formatVersion')!r}); open it with the release that wrote it, or import the source again"
             raise StoreFormatError(msg)
         if attrs.get("cytearc:complete") is not True:
-            msg = f"{self.where}: the import that created this store did not finish; import it again (overwrite=True)"
+            writer = "create_composite" if COMPOSITE_ATTRIBUTE in attrs else "import"
+            msg = f"{self.where}: the {writer} that created this store did not finish; run it again (overwrite=True)"
             raise StoreFormatError(msg)
         if not isinstance(attrs.get("cytearc:datasetFingerprint"), str):
             msg = f"{self.where}: attribute 'cytearc:datasetFingerprint': expected a string, found {attrs.get('cytearc:datasetFingerprint')!r}; import the source again (overwrite=True)"

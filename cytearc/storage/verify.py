@@ -33,13 +33,25 @@ A missing shard reads as zeros, which is also what an all-zero shard left
 unwritten reads as; it is damage exactly when the values then disagree with
 the recorded identity. A chunk that fails its checksum is damage naming the
 chunk. Nothing is written.
+
+A composite (:mod:`cytearc.storage.composite`) stores no count arrays. Its
+virtual ``counts`` are read band by band through a
+:class:`~cytearc.storage.virtual.VirtualArrayReader` of the sources'
+``counts`` and its virtual ``countsT`` gathered from the sources' ``countsT``
+(whichever orientation the composite's own reader would choose, each
+source array is read once) and checked as above: the content fingerprint,
+the same values in both orientations, and the summaries. A source chunk that
+fails to decode is damage naming the source's array and shard; values that
+differ between the orientations name the cells and their source. Each
+source's dataset and counts fingerprints are also read again and checked
+against its binding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 import numpy as np
 import pandas as pd
@@ -53,6 +65,7 @@ from cytearc.artifacts.digests import (
     chunk_digest,
 )
 from cytearc.artifacts.store import artifact_refs, open_artifact
+from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.arrays import aligned_rows
 from cytearc.errors import (
     ArtifactError,
@@ -63,7 +76,8 @@ from cytearc.errors import (
 )
 from cytearc.io.importer import dataset_fingerprint
 from cytearc.metadata.table import REPLACING_ATTRIBUTE, replacing
-from cytearc.storage.counts import band_summaries, band_unit
+from cytearc.storage.composite import COMPOSITE_ATTRIBUTE, VirtualCounts
+from cytearc.storage.counts import band_result, band_unit
 from cytearc.storage.damage import (
     DECODE_ERRORS,
     Check,
@@ -71,12 +85,15 @@ from cytearc.storage.damage import (
     VerifyReport,
     locate_failure,
     missing_units,
+    store_location,
     unit_key,
     unit_regions,
     unit_shape,
 )
 from cytearc.storage.destinations import ZARR_PARTIAL
-from cytearc.storage.identity import block_digests, counts_fingerprint
+from cytearc.storage.identity import counts_fingerprint
+from cytearc.storage.nodes import ACCESS_ERRORS
+from cytearc.storage.virtual import SourceArrays, VirtualArrayReader
 from cytepool.cube.encoding import DIGEST_PATTERN, canonical_layer
 
 if TYPE_CHECKING:
@@ -86,11 +103,16 @@ if TYPE_CHECKING:
 
     from cytearc.artifacts.refs import ArtifactRef
     from cytearc.assays.assay import Assay
+    from cytearc.storage.composite import CompositeSources
     from cytearc.storage.store import Store
 
 __all__ = ["Check", "Damage", "VerifyReport", "verify_store"]
 
 COUNTS_REMEDY: Final = "restore the store from a copy, or import the source again"
+SOURCE_REMEDY: Final = "run `cytearc verify` on each source (a composite reads its counts in place) and restore the damaged one from a copy, or create the composite again from intact sources"
+COMPOSITE_REMEDY: Final = (
+    "restore the composite from a copy, or create it again with create_composite"
+)
 ARTIFACT_REMEDY: Final = "compute it again: open the store with zarr_mode='r+' and rerun its operation with invalidate_cache=True"
 _COPIES: Final = 8.0
 _SPLIT_EVERY: Final = 8
@@ -106,9 +128,104 @@ class _Unreadable:
 
     key: str
     found: str
+    array: str = ""
+    """The array that failed, when it is not the one checked (a composite's source), else empty."""
 
 
-def _read(array: zarr.Array[Any], region: tuple[slice, ...]) -> np.ndarray | _Unreadable:
+@dataclass(frozen=True, kw_only=True, eq=False)
+class _VirtualArray:
+    """A composite's virtual ``counts`` (``layout="cells"``) or ``countsT`` (``"features"``).
+
+    ``counts`` is read through a reader of the sources' ``counts`` only,
+    ``countsT`` gathered from the sources' ``countsT``: each source array is
+    read once, whichever orientation the composite's reader would choose.
+    """
+
+    reader: VirtualArrayReader
+    layout: Literal["cells", "features"]
+    path: str
+    shape: tuple[int, int]
+    shards: tuple[int, ...]
+
+
+_Counts: TypeAlias = "zarr.Array[Any] | _VirtualArray"
+
+
+def _units(array: _Counts) -> tuple[int, ...]:
+    """The shape of one storage unit (for a virtual array, of a shard of its layout)."""
+    return array.shards if isinstance(array, _VirtualArray) else unit_shape(array)
+
+
+def _in_source(failure: _Unreadable, array: zarr.Array[Any], name: str) -> _Unreadable:
+    return _Unreadable(
+        key=failure.key,
+        found=f"in source {name!r}, {failure.found}",
+        array=f"{store_location(array)}/{array.path}",
+    )
+
+
+def _cells_band(reader: VirtualArrayReader, cells: slice) -> np.ndarray | _Unreadable:
+    """Cells of the virtual counts, read from the sources' ``counts``, or the shard that fails."""
+    try:
+        return reader.read(cells, slice(None))
+    except StoreDamageError as exc:
+        rows = reader.composite.rows_by_source(cells)
+        columns = reader.composite.columns_by_source(slice(None))
+        for source, (_, r), (_, c) in zip(reader.sources, rows, columns, strict=True):
+            if not len(r) or not len(c):
+                continue
+            region = (slice(int(r.min()), int(r.max()) + 1), slice(int(c.min()), int(c.max()) + 1))
+            failure = _read(source.counts, region)
+            if isinstance(failure, _Unreadable):
+                return _in_source(failure, source.counts, source.name)
+        return _Unreadable(key="", found=f"a read of the sources does not decode ({exc})")
+
+
+def _sorted_index(values: np.ndarray) -> tuple[slice | np.ndarray, np.ndarray]:
+    """The distinct ``values`` (a slice when contiguous), and where each value lies among them."""
+    distinct, inverse = np.unique(values, return_inverse=True)
+    if len(distinct) and distinct[-1] - distinct[0] + 1 == len(distinct):
+        return slice(int(distinct[0]), int(distinct[-1]) + 1), inverse
+    return distinct, inverse
+
+
+def _features_band(reader: VirtualArrayReader, features: slice) -> np.ndarray | _Unreadable:
+    """Features of the virtual countsT, gathered from the sources' ``countsT``, or the shard that fails."""
+    out = np.zeros((features.stop - features.start, reader.shape[0]), dtype=reader.dtype)
+    rows = reader.composite.rows_by_source(slice(None))
+    columns = reader.composite.columns_by_source(features)
+    for source, (cells, r), (at, c) in zip(reader.sources, rows, columns, strict=True):
+        if not len(cells) or not len(at):
+            continue
+        counts_t = cast("zarr.Array[Any]", source.counts_t)
+        (feature_index, feature_inverse), (cell_index, cell_inverse) = (
+            _sorted_index(c),
+            _sorted_index(r),
+        )
+        try:
+            block = np.asarray(counts_t.get_orthogonal_selection((feature_index, cell_index)))
+        except CyteArcError:
+            raise
+        except DECODE_ERRORS as exc:
+            region = (slice(int(c.min()), int(c.max()) + 1), slice(int(r.min()), int(r.max()) + 1))
+            key, part = locate_failure(counts_t, region)
+            failure = _Unreadable(
+                key=key, found=f"{part} does not decode ({type(exc).__name__}: {exc})"
+            )
+            return _in_source(failure, counts_t, source.name)
+        out[np.ix_(at, cells)] = block[np.ix_(feature_inverse, cell_inverse)]
+    return out
+
+
+def _read_virtual(array: _VirtualArray, rows: slice) -> np.ndarray | _Unreadable:
+    if array.layout == "cells":
+        return _cells_band(array.reader, rows)
+    return _features_band(array.reader, rows)
+
+
+def _read(array: _Counts, region: tuple[slice, ...]) -> np.ndarray | _Unreadable:
+    if isinstance(array, _VirtualArray):
+        return _read_virtual(array, region[0])
     try:
         return np.asarray(array[region])
     except CyteArcError:
@@ -174,7 +291,7 @@ class _Geometry:
 
 
 def _counts_band(
-    array: zarr.Array[Any], first_row: int, n_rows: int, geometry: _Geometry
+    array: _Counts, first_row: int, n_rows: int, geometry: _Geometry
 ) -> tuple[Any, Any]:
     """Digests, summaries and check sums of ``counts`` rows ``first_row`` on."""
     block = _read(array, (slice(first_row, first_row + n_rows), slice(None)))
@@ -183,9 +300,11 @@ def _counts_band(
     words = _check_words(
         block, first_row=first_row, n_features=geometry.n_features, transposed=False
     )
-    row_sums, row_positive, column_positive = band_summaries(block)
+    digests, row_sums, row_positive, column_positive = band_result(
+        block, first_row, geometry.n_cells
+    )
     rows = (
-        block_digests(block, first_row=first_row, n_rows=geometry.n_cells),
+        digests,
         row_sums,
         row_positive,
         _group_sums(
@@ -202,7 +321,7 @@ def _counts_band(
 
 
 def _counts_t_band(
-    array: zarr.Array[Any], first_row: int, n_rows: int, geometry: _Geometry
+    array: _Counts, first_row: int, n_rows: int, geometry: _Geometry
 ) -> tuple[Any, Any]:
     """Check sums of ``countsT`` rows (features) ``first_row`` on."""
     block = _read(array, (slice(first_row, first_row + n_rows), slice(None)))
@@ -256,9 +375,7 @@ class _Plan:
     judge: Callable[[Sequence[Any]], list[Check]] = lambda _: []
 
 
-def _bands(
-    array: zarr.Array[Any], *, unit: int, row_bytes: int, budget: int
-) -> list[tuple[int, int]]:
+def _bands(array: _Counts, *, unit: int, row_bytes: int, budget: int) -> list[tuple[int, int]]:
     n_rows = int(array.shape[0])
     if not n_rows:
         return []
@@ -274,7 +391,7 @@ def _unreadable(path: str, what: str, failure: _Unreadable, remedy: str) -> Chec
         what=what,
         status="damaged",
         damage=Damage(
-            array=path,
+            array=failure.array or path,
             chunk=failure.key or None,
             expected="chunks that decode",
             found=failure.found,
@@ -300,32 +417,65 @@ def _array(group: zarr.Group, name: str) -> zarr.Array[Any]:
     return array
 
 
-def _assay_plan(assay: Assay, *, budget: int) -> _Plan:
-    counts = _array(assay.matrix, "counts")
-    counts_t = (
-        _array(assay.matrix, "countsT") if "countsT" in set(assay.matrix.array_keys()) else None
+def _count_arrays(
+    assay: Assay, composite: CompositeSources | None
+) -> tuple[_Counts, _Counts | None]:
+    """The assay's ``counts`` and ``countsT``: stored arrays, or a composite's virtual ones."""
+    if composite is None or assay.name != composite.manifest.assay:
+        counts_t = (
+            _array(assay.matrix, "countsT") if "countsT" in set(assay.matrix.array_keys()) else None
+        )
+        return _array(assay.matrix, "counts"), counts_t
+    documents = composite.manifest.arrays
+    reader = composite.reader
+    counts_only = VirtualArrayReader(
+        reader.composite,
+        [SourceArrays(counts=s.counts, counts_t=None, name=s.name) for s in reader.sources],
+        dtype=reader.dtype,
+        shape=reader.shape,
     )
+
+    def virtual(name: str, layout: Literal["cells", "features"]) -> _VirtualArray:
+        document = VirtualCounts(documents[name], where=f"{assay.where}/{name}")
+        return _VirtualArray(
+            reader=counts_only if layout == "cells" else reader,
+            layout=layout,
+            path=f"{assay.matrix.path}/{name}",
+            shape=document.shape,
+            shards=document.shards,
+        )
+
+    transposed = assay.assayType in RNA_TYPES and "countsT" in documents
+    return virtual("counts", "cells"), virtual("countsT", "features") if transposed else None
+
+
+def _assay_plan(assay: Assay, *, budget: int, composite: CompositeSources | None) -> _Plan:
+    counts, counts_t = _count_arrays(assay, composite)
     n_cells, n_features = assay.shape
     geometry = _Geometry(
         n_cells=n_cells,
         n_features=n_features,
-        feature_width=max(1, unit_shape(counts)[1]),
-        cell_width=max(1, unit_shape(counts_t)[1]) if counts_t is not None else max(1, n_cells),
+        feature_width=max(1, _units(counts)[1]),
+        cell_width=max(1, _units(counts_t)[1]) if counts_t is not None else max(1, n_cells),
     )
     plan = _Plan()
     rows_a, cols_a = [], []
+    read_a: Any = delayed(counts, traverse=False) if isinstance(counts, _VirtualArray) else counts
     for first, n in _bands(
-        counts, unit=band_unit(unit_shape(counts)[0]), row_bytes=n_features * 8, budget=budget
+        counts, unit=band_unit(_units(counts)[0]), row_bytes=n_features * 8, budget=budget
     ):
-        part = delayed(_counts_band, nout=2, pure=False)(counts, first, n, geometry)
+        part = delayed(_counts_band, nout=2, pure=False)(read_a, first, n, geometry)
         rows_a.append(part[0])
         cols_a.append(part[1])
     rows_t, cols_t = [], []
     if counts_t is not None:
+        read_t: Any = (
+            delayed(counts_t, traverse=False) if isinstance(counts_t, _VirtualArray) else counts_t
+        )
         for first, n in _bands(
-            counts_t, unit=unit_shape(counts_t)[0], row_bytes=n_cells * 8, budget=budget
+            counts_t, unit=_units(counts_t)[0], row_bytes=n_cells * 8, budget=budget
         ):
-            part = delayed(_counts_t_band, nout=2, pure=False)(counts_t, first, n, geometry)
+            part = delayed(_counts_t_band, nout=2, pure=False)(read_t, first, n, geometry)
             rows_t.append(part[0])
             cols_t.append(part[1])
     plan.tasks = [*rows_a, *rows_t]
@@ -356,8 +506,8 @@ def _empty_rows(geometry: _Geometry) -> tuple[np.ndarray, ...]:
 
 def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
     assay: Assay,
-    counts: zarr.Array[Any],
-    counts_t: zarr.Array[Any] | None,
+    counts: _Counts,
+    counts_t: _Counts | None,
     geometry: _Geometry,
     rows_a: list[Any],
     total_a: Any,  # noqa: ANN401
@@ -365,6 +515,8 @@ def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
     total_t: Any,  # noqa: ANN401
 ) -> list[Check]:
     path, path_t = counts.path, counts_t.path if counts_t is not None else ""
+    virtual = isinstance(counts, _VirtualArray)
+    remedy = SOURCE_REMEDY if virtual else COUNTS_REMEDY
     summaries = f"{assay.matrix.path}/countSummaries"
     failed_a = next((r for r in rows_a if isinstance(r, _Unreadable)), None)
     failed_t = next((r for r in rows_t if isinstance(r, _Unreadable)), None)
@@ -385,7 +537,7 @@ def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
             np.zeros((geometry.cell_groups, geometry.n_features), np.uint64),
         )
     if failed_a is not None:
-        checks.append(_unreadable(path, "content fingerprint", failed_a, COUNTS_REMEDY))
+        checks.append(_unreadable(path, "content fingerprint", failed_a, remedy))
         counts_ok = False
     else:
         digests = [d for r in rows_a for d in r[0]]
@@ -400,11 +552,11 @@ def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
             checks.append(Check(item=path, what="content fingerprint", status="ok"))
         else:
             checks.append(
-                _counts_mismatch(counts, found, assay.content_fingerprint, cell_a, cell_t)
+                _counts_mismatch(counts, found, assay.content_fingerprint, cell_a, cell_t, geometry)
             )
     if counts_t is not None:
         if failed_t is not None:
-            checks.append(_unreadable(path_t, "same values as counts", failed_t, COUNTS_REMEDY))
+            checks.append(_unreadable(path_t, "same values as counts", failed_t, remedy))
         elif not counts_ok:
             checks.append(
                 Check(
@@ -415,7 +567,9 @@ def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
                 )
             )
         else:
-            checks.append(_transpose_check(counts_t, total_a[1], feature_t, cell_a, cell_t))
+            checks.append(
+                _transpose_check(counts_t, total_a[1], feature_t, cell_a, cell_t, geometry)
+            )
     if not counts_ok:
         checks.extend(
             Check(
@@ -433,17 +587,24 @@ def _judge_assay(  # noqa: PLR0917 (the parts of one assay's results)
         ("rowPositive", row_positive),
         ("columnPositive", column_positive),
     ):
-        checks.append(_summary_check(assay, name, values))
+        checks.append(
+            _summary_check(
+                assay, name, values, remedy=COMPOSITE_REMEDY if virtual else COUNTS_REMEDY
+            )
+        )
     return checks
 
 
-def _counts_mismatch(
-    counts: zarr.Array[Any],
+def _counts_mismatch(  # noqa: PLR0917 (the parts of one assay's results)
+    counts: _Counts,
     found: str,
     expected: str,
     cell_a: np.ndarray,
     cell_t: np.ndarray | None,
+    geometry: _Geometry,
 ) -> Check:
+    if isinstance(counts, _VirtualArray):
+        return _virtual_mismatch(counts, found, expected, cell_a, cell_t, geometry)
     missing = missing_units(counts)
     where = _first(cell_a != cell_t) if cell_t is not None else None
     shards = unit_shape(counts)
@@ -478,13 +639,16 @@ def _counts_mismatch(
     )
 
 
-def _transpose_check(
-    counts_t: zarr.Array[Any],
+def _transpose_check(  # noqa: PLR0917 (the parts of one assay's results)
+    counts_t: _Counts,
     feature_a: np.ndarray,
     feature_t: np.ndarray | None,
     cell_a: np.ndarray,
     cell_t: np.ndarray | None,
+    geometry: _Geometry,
 ) -> Check:
+    if isinstance(counts_t, _VirtualArray):
+        return _virtual_transpose_check(counts_t, feature_a, feature_t, cell_a, cell_t, geometry)
     assert feature_t is not None
     assert cell_t is not None
     where = _first(feature_t != feature_a.T)
@@ -510,7 +674,79 @@ def _transpose_check(
     )
 
 
-def _summary_check(assay: Assay, name: str, values: np.ndarray) -> Check:
+def _sources_of(reader: VirtualArrayReader, cells: slice) -> list[str]:
+    """The names of the sources holding a range of a composite's cells, in source order."""
+    held = np.unique(reader.composite.row_sources[cells])
+    return [reader.sources[int(i)].name for i in held]
+
+
+def _virtual_mismatch(  # noqa: PLR0917 (the parts of one assay's results)
+    counts: _VirtualArray,
+    found: str,
+    expected: str,
+    cell_a: np.ndarray,
+    cell_t: np.ndarray | None,
+    geometry: _Geometry,
+) -> Check:
+    where = _first(cell_a != cell_t) if cell_t is not None else None
+    if where is not None:
+        cell, group = where
+        row = int(counts.reader.composite.source_rows[cell])
+        (source,) = _sources_of(counts.reader, slice(cell, cell + 1))
+        first = group * geometry.feature_width
+        detail = f"values at cell {cell} (row {row} of source {source!r}), features {first}:{min(first + geometry.feature_width, geometry.n_features)}, that differ from countsT there (the values read have content fingerprint {found})"
+    else:
+        detail = f"content fingerprint {found}" + (
+            "; countsT holds the same values, so a source's values changed under its recorded fingerprint, or the recorded fingerprint itself changed"
+            if cell_t is not None
+            else ""
+        )
+    return Check(
+        item=counts.path,
+        what="content fingerprint",
+        status="damaged",
+        damage=Damage(
+            array=counts.path,
+            chunk=None,
+            expected=f"the values of content_fingerprint {expected}",
+            found=detail,
+            remedy=SOURCE_REMEDY,
+        ),
+    )
+
+
+def _virtual_transpose_check(  # noqa: PLR0917 (the parts of one assay's results)
+    counts_t: _VirtualArray,
+    feature_a: np.ndarray,
+    feature_t: np.ndarray | None,
+    cell_a: np.ndarray,
+    cell_t: np.ndarray | None,
+    geometry: _Geometry,
+) -> Check:
+    assert feature_t is not None
+    assert cell_t is not None
+    where = _first(feature_t != feature_a.T)
+    if where is None and not np.array_equal(cell_a, cell_t):
+        where = (0, 0)
+    if where is None:
+        return Check(item=counts_t.path, what="same values as counts", status="ok")
+    feature, group = where
+    cells = slice(group * geometry.cell_width, (group + 1) * geometry.cell_width)
+    return Check(
+        item=counts_t.path,
+        what="same values as counts",
+        status="damaged",
+        damage=Damage(
+            array=counts_t.path,
+            chunk=None,
+            expected="the values of counts, transposed",
+            found=f"other values (first at feature {feature}, cells {cells.start}:{min(cells.stop, geometry.n_cells)} of the sources {_sources_of(counts_t.reader, cells)})",
+            remedy=SOURCE_REMEDY,
+        ),
+    )
+
+
+def _summary_check(assay: Assay, name: str, values: np.ndarray, *, remedy: str) -> Check:
     path = f"{assay.matrix.path}/countSummaries/{name}"
     node = assay.matrix.get(f"countSummaries/{name}")
     array = node if isinstance(node, zarr.Array) else None
@@ -527,7 +763,7 @@ def _summary_check(assay: Assay, name: str, values: np.ndarray) -> Check:
                 chunk=missing[0] if missing else None,
                 expected="a complete summary bound to the counts",
                 found=str(exc),
-                remedy=COUNTS_REMEDY,
+                remedy=remedy,
             ),
         )
     except StoreDamageError as exc:
@@ -542,7 +778,7 @@ def _summary_check(assay: Assay, name: str, values: np.ndarray) -> Check:
                 chunk=key or None,
                 expected="chunks that decode",
                 found=str(exc),
-                remedy=COUNTS_REMEDY,
+                remedy=remedy,
             ),
         )
     if values.dtype.kind == "f":
@@ -563,7 +799,7 @@ def _summary_check(assay: Assay, name: str, values: np.ndarray) -> Check:
             chunk=unit_key(array, (i // unit_shape(array)[0],)),
             expected=f"{name}[{i}] = {values[i]} (recomputed from counts)",
             found=f"{stored[i]}",
-            remedy=COUNTS_REMEDY,
+            remedy=remedy,
         ),
     )
 
@@ -585,7 +821,9 @@ def _open_assays(store: Store) -> tuple[list[Assay], list[Check]]:
                         chunk=None,
                         expected="counts, countsT (RNA types) and summaries that agree with their records",
                         found=f"{type(exc).__name__}: {exc}",
-                        remedy=(
+                        remedy=COMPOSITE_REMEDY
+                        if store.composite is not None
+                        else (
                             "rebuild the count arrays: python -m cytearc.tools.repack_zarr "
                             f"{store.where} OUT --data-only, or import the source again"
                         ),
@@ -595,9 +833,48 @@ def _open_assays(store: Store) -> tuple[list[Assay], list[Check]]:
     return opened, refused
 
 
+def _source_identity(source: Store, assay: str) -> tuple[object, object]:
+    """A source's dataset fingerprint and its counts fingerprint of ``assay``, read from storage again."""
+    root = zarr.open_group(
+        store=source.store_root.store, path=source.store_root.path, mode="r", zarr_format=3
+    )
+    counts = root.get(f"matrices/{assay}/counts")
+    return (
+        root.attrs.get("cytearc:datasetFingerprint"),
+        counts.attrs.get("content_fingerprint") if isinstance(counts, zarr.Array) else None,
+    )
+
+
+def _binding_checks(composite: CompositeSources) -> list[Check]:
+    """Each source of a composite, its identities read again and checked against its binding."""
+    assay = composite.manifest.assay
+    what = "source matches its binding"
+    checks = []
+    for binding in composite.manifest.sources:
+        item = f"zarr.json/{COMPOSITE_ATTRIBUTE}/sources/{binding.name}"
+        expected = (binding.datasetFingerprint, binding.countsFingerprint)
+        try:
+            found = _source_identity(composite.stores[binding.name], assay)
+        except (*ACCESS_ERRORS, *DECODE_ERRORS, KeyError) as exc:
+            found = (f"{type(exc).__name__}: {exc}", None)
+        if found == expected:
+            checks.append(Check(item=item, what=what, status="ok", note=binding.location))
+            continue
+        damage = Damage(
+            array=binding.location,
+            chunk=None,
+            expected=f"dataset fingerprint {expected[0]} and {assay} counts fingerprint {expected[1]} (the binding)",
+            found=f"dataset fingerprint {found[0]} and {assay} counts fingerprint {found[1]}",
+            remedy="restore the source as it was, or create the composite again from the sources as they are",
+        )
+        checks.append(Check(item=item, what=what, status="damaged", damage=damage))
+    return checks
+
+
 def _dataset_check(store: Store) -> Check:
     item = "zarr.json"
     what = "dataset fingerprint"
+    remedy = COUNTS_REMEDY if store.composite is None else COMPOSITE_REMEDY
     try:
         cells = pd.DataFrame({"ids": store.cells.fetch_all("ids")})
         features = {
@@ -617,7 +894,7 @@ def _dataset_check(store: Store) -> Check:
                 chunk=None,
                 expected="ids and names that read",
                 found=f"{type(exc).__name__}: {exc}",
-                remedy=COUNTS_REMEDY,
+                remedy=remedy,
             ),
         )
     found = dataset_fingerprint(
@@ -634,7 +911,7 @@ def _dataset_check(store: Store) -> Check:
             chunk=None,
             expected=f"cytearc:datasetFingerprint {store.dataset_fingerprint}",
             found=f"{found} from the cell ids, feature ids and names and counts fingerprints",
-            remedy=COUNTS_REMEDY,
+            remedy=remedy,
         ),
     )
 
@@ -821,8 +1098,9 @@ def verify_store(store: Store) -> VerifyReport:
     Returns
     -------
     VerifyReport
-        Every check in order (each assay's ``counts``, ``countsT`` and
-        summaries, the dataset fingerprint, the artifacts, the artifact
+        Every check in order (a composite's sources against their bindings,
+        each assay's ``counts``, ``countsT`` and summaries, the dataset
+        fingerprint, the artifacts, the artifact
         folders that lost their group metadata, then the tables a killed
         commit left replacing columns) and the first damage found.
 
@@ -834,11 +1112,11 @@ def verify_store(store: Store) -> VerifyReport:
     engine = store.engine
     budget = engine.worker_memory()
     opened, refused = _open_assays(store)
-    plans = [_assay_plan(assay, budget=budget) for assay in opened]
+    plans = [_assay_plan(assay, budget=budget, composite=store.composite) for assay in opened]
     artifacts = _artifact_plan(store)
     tasks = [t for p in (*plans, artifacts) for t in p.tasks]
     results = engine.compute(*tasks, show_progress=store.show_progress) if tasks else ()
-    checks: list[Check] = []
+    checks = _binding_checks(store.composite) if store.composite is not None else []
     position = 0
     for plan in plans:
         checks.extend(plan.judge(results[position : position + len(plan.tasks)]))

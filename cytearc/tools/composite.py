@@ -114,6 +114,7 @@ def create_composite(
     storage_options: Mapping[str, Any] | None = None,
     workspaces: Mapping[str, str] | None = None,
     show_progress: bool = True,
+    overwrite: bool = False,
 ) -> Path | str:
     """Create a composite of ``sources`` at ``destination``: one dataset whose counts stay in the sources.
 
@@ -141,6 +142,9 @@ def create_composite(
         store's root).
     show_progress
         A progress bar over the cells.
+    overwrite
+        Replace an unprepared CyteArc store at the destination, such as a
+        composite whose creation was interrupted.
 
     Returns
     -------
@@ -182,7 +186,7 @@ def create_composite(
     merge = DataStoreMerge(opened, str(location), names=names, assays=[assay])
     plan = merge.plan_assay(opened, names, assay)
     cells = merge.plan_cells(opened, names, [plan])
-    validate_destination(location, overwrite=False)
+    validate_destination(location, overwrite=overwrite)
     lengths = [s.cells.n_rows for s in opened]
     shape = (sum(lengths), len(plan.features))
     feature_columns = np.full((len(opened), shape[1]), -1, dtype=np.int64)
@@ -190,7 +194,7 @@ def create_composite(
         assert positions is not None  # every source holds the assay
         feature_columns[source, positions] = np.arange(len(positions))
     maps = {
-        "rowSources": np.repeat(np.arange(len(opened), dtype=np.int16), lengths),
+        "rowSources": np.repeat(np.arange(len(opened), dtype=np.int32), lengths),
         "sourceRows": np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]),
         "featureColumns": feature_columns,
     }
@@ -256,7 +260,7 @@ def create_composite(
     )
     root = create_store(
         location,
-        overwrite=False,
+        overwrite=overwrite,
         assay_types={assay: plan.assay_type},
         attributes={COMPOSITE_ATTRIBUTE: manifest.to_json()},
     )

@@ -35,8 +35,14 @@ from zarr.core.sync import sync
 from cytearc.assays.types import RNA_TYPES, resolve_assay_type
 from cytearc.engine.arrays import open_lazy
 from cytearc.engine.cluster import get_engine
-from cytearc.errors import OperationArgumentError, StoreDamageError, StoreFormatError
+from cytearc.errors import (
+    CompositeFormatError,
+    OperationArgumentError,
+    StoreDamageError,
+    StoreFormatError,
+)
 from cytearc.metadata.table import MetaData
+from cytearc.storage.composite import COMPOSITE_ATTRIBUTE
 from cytearc.storage.counts import fit_layout, write_count_arrays, write_summaries
 from cytearc.storage.destinations import (
     create_destination,
@@ -44,6 +50,7 @@ from cytearc.storage.destinations import (
     writable_location,
 )
 from cytearc.storage.layout import CountLayout
+from cytearc.storage.mount import MATRIX_SOURCE
 from cytearc.storage.nodes import (
     DERIVED_ATTRIBUTE,
     PENDING_ATTRIBUTE,
@@ -183,6 +190,9 @@ def repack_zarr(
         The destination holds data ``overwrite`` may not replace.
     PendingAssayError
         The source holds a pending derived assay.
+    CompositeFormatError
+        The source is a composite (:func:`cytearc.tools.create_composite`);
+        copy it with ``SubsetZarr`` of every cell or ``DataStoreMerge``.
     StoreFormatError
         Without ``data_only``: the source does not open (the message names
         what is wrong; ``data_only`` repairs damaged count arrays). With it:
@@ -215,6 +225,7 @@ def repack_zarr(
     )
     refuse_overlap([str(source)], target)
     validate_destination(target, overwrite=overwrite)
+    _refuse_composite(source, storage_options=storage_options)
     engine_options: dict[str, Any] = {
         "mem_budget": mem_budget,
         "workers": workers,
@@ -244,8 +255,9 @@ def repack_zarr(
         for name, assay in store.assays.items()
     }
     root = create_destination(path, overwrite=overwrite)
-    root.attrs.update({**store.store_root.attrs.asdict(), "cytearc:complete": False})
-    _copy_outside_matrices(store.store_root, root)
+    attributes = {k: v for k, v in store.store_root.attrs.asdict().items() if k != MATRIX_SOURCE}
+    root.attrs.update({**attributes, "cytearc:complete": False})
+    _copy_outside_matrices(store.root if store.mount is not None else store.store_root, root)
     matrices = root.require_group("matrices")
     for name, assay in store.assays.items():
         written = write_count_arrays(
@@ -267,6 +279,14 @@ def repack_zarr(
         msg = f"{path}: dataset fingerprint {reopened.dataset_fingerprint} differs from the source's {store.dataset_fingerprint}"
         raise StoreDamageError(msg)
     return path.path or str(path)
+
+
+def _refuse_composite(source: str | Path, *, storage_options: dict[str, Any] | None) -> None:
+    """Refuse a composite source, whose counts are virtual, before anything is written."""
+    root, where = open_root(source, mode="r", storage_options=storage_options)
+    if COMPOSITE_ATTRIBUTE in root.attrs:
+        msg = f"{where}: a composite store (root attribute {COMPOSITE_ATTRIBUTE!r}): its counts are read from its sources, and repacking a composite is not supported; write an ordinary store with copied counts instead - SubsetZarr({where!r}, OUT, cells=np.arange(n_cells)).dump() with every cell, or DataStoreMerge of its sources (DataStore(STORE).composite.manifest.sources)"
+        raise CompositeFormatError(msg)
 
 
 def _copy_outside_matrices(source: zarr.Group, target: zarr.Group) -> None:
