@@ -13,6 +13,9 @@ Steps, in one process and on one local Dask cluster (``--mem-budget``,
 - **sources** (not timed in the goal): ``cytearc.datasets.write_store`` of
   ``--cells`` x ``--genes`` with seeds ``--seed`` and ``--seed + 1`` (the
   same gene ids), reused while they open with that shape;
+- **warm-up** (not timed): the recipe on a fresh 2,000 x 3,000 store and one
+  pynndescent search of 10,000 points, so that numba's compilation of
+  pynndescent and UMAP (once per process) falls in neither timed run;
 - **upload** (not timed in the goal): a moto S3 server on 127.0.0.1
   (:func:`cytepool.servers.moto_server`) with a
   :class:`cytepool.servers.FaultProxy` in front of it (no faults; it records
@@ -76,6 +79,7 @@ from report import RSS_SAMPLING, machine
 from cytearc import DataStore
 from cytearc.datasets import write_store
 from cytearc.engine.cluster import get_engine
+from cytearc.ops.neighbors import EXACT_BELOW, knn
 from cytearc.pipeline.rss import RssSampler
 from cytearc.storage.cache import ENV_CACHE_BYTES, SourceCache, cache_limit
 from cytearc.tools import DataStoreMerge, create_composite, repack_zarr
@@ -128,48 +132,89 @@ def ensure_sources(args: argparse.Namespace) -> dict[str, Path]:
     return stores
 
 
-class RequestClock:
-    """Samples how many requests the proxy has recorded, with wall-clock times, every ``interval`` s."""
+class Clock:
+    """Samples, every ``interval`` s, the requests the proxy has recorded and the CPU seconds of all processes.
 
-    def __init__(self, proxy: FaultProxy, *, interval: float = 0.1) -> None:
+    CPU seconds (user + system) are summed over this process (the client,
+    with the proxy's threads), the Dask workers and the moto server; unlike
+    wall seconds they hardly change when other work shares the machine.
+    """
+
+    def __init__(
+        self,
+        proxy: FaultProxy,
+        processes: dict[str, list[psutil.Process]],
+        *,
+        interval: float = 0.1,
+    ) -> None:
         self.proxy = proxy
+        self.processes = processes
         self.interval = interval
-        self.marks: list[tuple[float, int]] = []
+        self.marks: list[tuple[float, int, dict[str, float]]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-request-clock", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="bench-clock", daemon=True)
+
+    def _mark(self) -> None:
+        self.marks.append((time.time(), len(self.proxy.requests), cpu_seconds(self.processes)))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.marks.append((time.time(), len(self.proxy.requests)))
+            self._mark()
 
-    def __enter__(self) -> RequestClock:
-        self.marks.append((time.time(), len(self.proxy.requests)))
+    def __enter__(self) -> Clock:
+        self._mark()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.marks.append((time.time(), len(self.proxy.requests)))
+        self._mark()
 
-    def index_at(self, when: float) -> int:
-        """Requests recorded by wall-clock time ``when`` (the last mark not after it)."""
-        found = self.marks[0][1]
-        for at, count in self.marks:
-            if at > when:
+    def at(self, when: float) -> tuple[int, dict[str, float]]:
+        """Requests recorded and CPU seconds by wall-clock time ``when`` (the last mark not after it)."""
+        found = self.marks[0]
+        for mark in self.marks:
+            if mark[0] > when:
                 break
-            found = count
-        return found
+            found = mark
+        return found[1], found[2]
+
+    def cpu_between(self, start: float, stop: float) -> dict[str, float]:
+        """CPU seconds of each group of processes from ``start`` to ``stop`` (wall clock)."""
+        first, last = self.at(start)[1], self.at(stop)[1]
+        return {name: last[name] - first[name] for name in last}
 
 
-def timed(client: Client | None, work: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
-    """Run ``work()``: its seconds, the peak RSS of all processes, and its result."""
+def cpu_seconds(processes: dict[str, list[psutil.Process]]) -> dict[str, float]:
+    """User + system CPU seconds of each group of processes so far."""
+    seconds = {}
+    for name, group in processes.items():
+        total = 0.0
+        for process in group:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                total += times.user + times.system
+        seconds[name] = total
+    return seconds
+
+
+def timed(
+    client: Client | None,
+    work: Callable[[], Any],
+    processes: dict[str, list[psutil.Process]] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Run ``work()``: its seconds, the peak RSS of all processes, CPU seconds, and its result."""
+    before = cpu_seconds(processes or {})
     with RssSampler(client) as sampler:
         start = time.perf_counter()
         result = work()
         seconds = time.perf_counter() - start
-    peak = sampler.metrics()["peakBytes"]
-    return {"seconds": seconds, "peak": peak}, result
+    after = cpu_seconds(processes or {})
+    row: dict[str, Any] = {"seconds": seconds, "peak": sampler.metrics()["peakBytes"]}
+    if processes:
+        row["cpu"] = {name: after[name] - before[name] for name in after}
+    return row, result
 
 
 def moto_process() -> psutil.Process | None:
@@ -266,6 +311,7 @@ def fetch_report(records: list[RequestRecord], keys: dict[str, int]) -> dict[str
             kind = _interval(byte_range, keys[key])[2]
             repeated_by_kind[kind] += 1
             repeated_bytes += (n - 1) * body_by_request[key, byte_range]
+    repeated = sorted(((n, k, rng) for (k, rng), n in repeats.items() if n > 1), reverse=True)
     fetched = sum(r.body_bytes for r in shard_gets)
     distinct = sum(_union(v) for v in intervals.values())
     return {
@@ -281,33 +327,39 @@ def fetch_report(records: list[RequestRecord], keys: dict[str, int]) -> dict[str
         "repeatedKeyRangeBytes": repeated_bytes,
         "keysTouched": len(intervals),
         "keysFetchedWhole": len({_key(r) for r in shard_gets if r.range is None}),
+        "repeatedExamples": [{"key": k, "range": rng, "gets": n} for n, k, rng in repeated[:10]],
     }
 
 
 # -- the run ----------------------------------------------------------------------
 
 
-def stage_rows(run: Any, clock: RequestClock | None, proxy: FaultProxy | None) -> list[dict]:  # noqa: ANN401
-    """``run.summary()`` per stage, with the shard GET bytes of each stage's window."""
+def stage_rows(run: Any, clock: Clock) -> list[dict]:  # noqa: ANN401
+    """``run.summary()`` per stage, with the request window and CPU seconds of each stage."""
     summary = run.summary()
     rows = []
     for record, row in zip(run.stages, summary.itertuples(), strict=True):
         rss: Any = record.metrics.get("rss", {}).get("peakBytes", {})
-        item = {
-            "stage": str(row.stage),
-            "seconds": float(row.seconds),
-            "peak": {k: int(rss.get(k, 0)) for k in ("total", "client", "workers")},
-        }
-        if clock is not None and proxy is not None:
-            first = clock.index_at(record.started_at_ns / 1e9)
-            last = clock.index_at((record.finished_at_ns or time.time_ns()) / 1e9 + 0.2)
-            item["window"] = (first, last)
-        rows.append(item)
+        start = record.started_at_ns / 1e9
+        stop = (record.finished_at_ns or time.time_ns()) / 1e9
+        rows.append(
+            {
+                "stage": str(row.stage),
+                "seconds": float(row.seconds),
+                "peak": {k: int(rss.get(k, 0)) for k in ("total", "client", "workers")},
+                "cpu": clock.cpu_between(start, stop),
+                "window": (clock.at(start)[0], clock.at(stop + 0.2)[0]),
+            }
+        )
     return rows
 
 
 def open_store(
-    store: Path, client: Client | None, args: argparse.Namespace, **options: Any
+    store: Path,
+    client: Client | None,
+    args: argparse.Namespace,
+    processes: dict[str, list[psutil.Process]],
+    **options: Any,
 ) -> tuple[dict, DataStore]:
     """``DataStore(store, zarr_mode="r+", ...)``, timed."""
     return timed(
@@ -320,6 +372,7 @@ def open_store(
             show_progress=False,
             **options,
         ),
+        processes,
     )
 
 
@@ -338,7 +391,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915 (a l
         shutil.rmtree(work)
     work.mkdir(parents=True)
     # numba compiles pynndescent's and UMAP's kernels on their first use in a process;
-    # a recipe on a small fresh store first, so that neither timed run pays for it
+    # a recipe on a small fresh store and one approximate kNN search (the recipe's search
+    # is exact below EXACT_BELOW cells) first, so that neither timed run pays for it
     start = time.perf_counter()
     warm = write_store(
         work / "warmup.zarr",
@@ -351,6 +405,8 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915 (a l
     DataStore(
         warm, zarr_mode="r+", mem_budget=args.mem_budget, workers=args.workers, show_progress=False
     ).pipeline.run(RECIPE, **RECIPE_OPTIONS)
+    points = np.random.default_rng(args.seed).random((EXACT_BELOW, 50), dtype=np.float32)
+    knn(points, int(RECIPE_OPTIONS["k"]), seed=args.seed)
     warmup_seconds = time.perf_counter() - start
     result: dict[str, Any] = {
         "machine": header,
@@ -398,6 +454,12 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915 (a l
         result["countShardKeys"] = len(keys)
         options = dict.fromkeys(NAMES, proxied)
         moto = moto_process()
+        worker_pids = client.run(os.getpid) if client is not None else {}
+        processes = {
+            "client": [psutil.Process()],
+            "workers": [psutil.Process(pid) for pid in worker_pids.values()],
+            "moto": [moto] if moto else [],
+        }
         result["motoRssBytes"] = {"afterUpload": moto.memory_info().rss if moto else None}
 
         # the composite
@@ -413,18 +475,22 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915 (a l
                 workers=args.workers,
                 show_progress=False,
             ),
+            processes,
         )
         build["fetch"] = fetch_report(proxy.requests[mark:], keys)
         mark = len(proxy.requests)
         steps: dict[str, Any] = {}
-        steps["open"], ds = open_store(composite, client, args, source_storage_options=options)
+        steps["open"], ds = open_store(
+            composite, client, args, processes, source_storage_options=options
+        )
         steps["open"]["fetch"] = fetch_report(proxy.requests[mark:], keys)
         mark = len(proxy.requests)
-        with RequestClock(proxy) as clock:
+        with Clock(proxy, processes) as clock:
             steps["recipe"], run = run_recipe(ds, client)
         records = list(proxy.requests)
         steps["recipe"]["fetch"] = fetch_report(records[mark:], keys)
-        stages = stage_rows(run, clock, proxy)
+        steps["recipe"]["cpu"] = clock.cpu_between(clock.marks[0][0], clock.marks[-1][0])
+        stages = stage_rows(run, clock)
         for stage in stages:
             first, last = stage.pop("window")
             stage["fetch"] = fetch_report(records[first:last], keys)
@@ -449,14 +515,20 @@ def benchmark(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915 (a l
                 workers=args.workers,
                 show_progress=False,
             ).dump(),
+            processes,
         )
         build["fetch"] = fetch_report(proxy.requests[mark:], keys)
-        mark = len(proxy.requests)
         steps = {}
-        steps["open"], ds = open_store(merged, client, args)
-        steps["recipe"], run = run_recipe(ds, client)
+        steps["open"], ds = open_store(merged, client, args, processes)
+        steps["open"]["fetch"] = fetch_report([], keys)
+        mark = len(proxy.requests)
+        with Clock(proxy, processes) as clock:
+            steps["recipe"], run = run_recipe(ds, client)
         steps["recipe"]["fetch"] = fetch_report(proxy.requests[mark:], keys)
-        steps["recipe"]["stages"] = stage_rows(run, None, None)
+        steps["recipe"]["cpu"] = clock.cpu_between(clock.marks[0][0], clock.marks[-1][0])
+        steps["recipe"]["stages"] = stage_rows(run, clock)
+        for stage in steps["recipe"]["stages"]:
+            del stage["window"]
         labels["merged"] = run.artifact("clustering").read("labels")
         ds.close()
         result["merged"] = {"build": build, **steps}
@@ -480,19 +552,38 @@ def _mb(n: float) -> str:
     return f"{n / MB:,.1f}"
 
 
-def report(result: dict[str, Any], args: argparse.Namespace) -> Iterator[str]:
-    """The table and notes of a run."""
+def fetch_lines(result: dict[str, Any]) -> Iterator[str]:
+    """One line of GETs per step."""
     c, m = result["composite"], result["merged"]
-    encoded = result["encodedBytes"]
-    full = sum(encoded.values())
-    counts_only = sum(v for k, v in encoded.items() if k.endswith("/counts"))
+    full = sum(result["encodedBytes"].values())
+    for label, fetch in (
+        ("create_composite", c["build"]["fetch"]),
+        ("composite open", c["open"]["fetch"]),
+        ("composite recipe", c["recipe"]["fetch"]),
+        ("DataStoreMerge (full copy)", m["build"]["fetch"]),
+        ("merged recipe", m["recipe"]["fetch"]),
+    ):
+        yield (
+            f"GETs {label}: {fetch['getRequests']:,} requests, {_mb(fetch['getBytes'])} MB; "
+            f"count shards {fetch['shardGets']:,} GETs, {_mb(fetch['shardBytes'])} MB "
+            f"= {fetch['shardBytes'] / full:.2f}x counts + countsT "
+            f"(by kind { ({k: _mb(v) for k, v in fetch['shardBytesByKind'].items()}) }); "
+            f"bytes fetched more than once {_mb(fetch['bytesFetchedTwiceOrMore'])} MB; "
+            f"(key, range) repeated {fetch['repeatedKeyRanges']:,} "
+            f"{fetch['repeatedKeyRangesByKind']} ({_mb(fetch['repeatedKeyRangeBytes'])} MB again); "
+            f"keys {fetch['keysTouched']:,} of {result['countShardKeys']:,}, whole {fetch['keysFetchedWhole']:,}"
+        )
+
+
+def heading(result: dict[str, Any]) -> Iterator[str]:
+    """Where and what ran."""
     yield from result["machine"]
     yield f"peak RSS: {RSS_SAMPLING}; includes the moto server (a child) and the proxy (threads)"
     yield (
         f"sources: 2 x {result['cellsPerSource']:,} cells x {result['genes']:,} genes "
         f"(seeds {result['seed']}, {result['seed'] + 1}), on moto S3 behind a FaultProxy; "
-        f"upload {result['uploadSeconds']:.1f} s, warm-up recipe on 2,000 x 3,000 "
-        f"{result['warmupSeconds']:.1f} s (neither timed)"
+        f"upload {result['uploadSeconds']:.1f} s, warm-up (recipe on 2,000 x 3,000, "
+        f"pynndescent on {EXACT_BELOW:,} points) {result['warmupSeconds']:.1f} s (neither timed)"
     )
     cache_env = result["cacheEnv"]
     yield (
@@ -505,38 +596,52 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> Iterator[str]:
             *result["loadAverageBefore"], *result["loadAverageAfter"]
         )
     )
+
+
+def report(result: dict[str, Any]) -> Iterator[str]:
+    """The table and notes of a run."""
+    c, m = result["composite"], result["merged"]
+    encoded = result["encodedBytes"]
+    full = sum(encoded.values())
+    counts_only = sum(v for k, v in encoded.items() if k.endswith("/counts"))
+    yield from heading(result)
     yield ""
-    header = f"{'step':34s} {'composite s':>11s} {'merged s':>9s} {'ratio':>6s} {'comp. GB':>9s} {'merged GB':>9s} {'comp. GETs':>10s} {'GET MB':>8s}"
+    header = (
+        f"{'step':34s} {'comp. s':>8s} {'merged s':>8s} {'ratio':>6s} {'comp. CPU':>9s} "
+        f"{'mrg. CPU':>8s} {'ratio':>6s} {'comp. GB':>8s} {'mrg. GB':>7s} {'GETs':>6s} {'GET MB':>7s}"
+    )
     yield header
     yield "-" * len(header)
-    rows = [
-        ("build (composite / merge from S3)", c["build"], m["build"]),
-        ("open (DataStore)", c["open"], m["open"]),
-    ]
-    for name, cs, ms in rows:
-        yield (
-            f"{name:34s} {cs['seconds']:11.2f} {ms['seconds']:9.2f} "
-            f"{cs['seconds'] / ms['seconds']:6.2f} {_gb(cs['peak']):>9s} {_gb(ms['peak']):>9s} "
-            f"{cs['fetch']['shardGets']:>10,} {_mb(cs['fetch']['shardBytes']):>8s}"
+
+    def line(name: str, cs: dict[str, Any], ms: dict[str, Any]) -> str:
+        wall = cs["seconds"] / ms["seconds"] if ms["seconds"] else float("nan")
+        if "cpu" in cs:
+            c_cpu, m_cpu = sum(cs["cpu"].values()), sum(ms["cpu"].values())
+            cpu = f"{c_cpu:9.1f} {m_cpu:8.1f} {c_cpu / m_cpu if m_cpu else float('nan'):6.2f}"
+        else:
+            cpu = f"{'-':>9s} {'-':>8s} {'-':>6s}"
+        return (
+            f"{name:34s} {cs['seconds']:8.2f} {ms['seconds']:8.2f} {wall:6.2f} {cpu} "
+            f"{_gb(cs['peak']):>8s} {_gb(ms['peak']):>7s} {cs['fetch']['shardGets']:>6,} "
+            f"{_mb(cs['fetch']['shardBytes']):>7s}"
         )
-    for cs, ms in zip(c["recipe"]["stages"], m["recipe"]["stages"], strict=True):
-        ratio = cs["seconds"] / ms["seconds"] if ms["seconds"] else float("nan")
-        yield (
-            f"  {cs['stage']:32s} {cs['seconds']:11.2f} {ms['seconds']:9.2f} {ratio:6.2f} "
-            f"{_gb(cs['peak']):>9s} {_gb(ms['peak']):>9s} {cs['fetch']['shardGets']:>10,} "
-            f"{_mb(cs['fetch']['shardBytes']):>8s}"
-        )
+
+    yield line("build (composite / merge from S3)", c["build"], m["build"])
+    yield line("open (DataStore)", c["open"], m["open"])
     cr, mr = c["recipe"], m["recipe"]
+    for cs, ms in zip(cr["stages"], mr["stages"], strict=True):
+        yield line(f"  {cs['stage']}", cs, ms)
+    yield line(f"{RECIPE} (whole run)", cr, mr)
     ratio = cr["seconds"] / mr["seconds"]
-    yield (
-        f"{RECIPE + ' (whole run)':34s} {cr['seconds']:11.2f} {mr['seconds']:9.2f} {ratio:6.2f} "
-        f"{_gb(cr['peak']):>9s} {_gb(mr['peak']):>9s} {cr['fetch']['shardGets']:>10,} "
-        f"{_mb(cr['fetch']['shardBytes']):>8s}"
-    )
+    cpu_ratio = sum(cr["cpu"].values()) / sum(mr["cpu"].values())
     yield "-" * len(header)
     yield (
-        "ratio: composite / merged seconds; GB: peak RSS of all processes (10^9 bytes); "
+        "ratio: composite / merged; s: wall seconds; CPU: user + system seconds of the client "
+        "(with the proxy), the workers and moto; GB: peak RSS of all processes (10^9 bytes); "
         "GETs, GET MB: GETs of the sources' count shards during the composite's step and their bodies"
+    )
+    yield "CPU seconds of the recipe by process: composite {}; merged {}".format(
+        *({k: round(v, 1) for k, v in x["cpu"].items()} for x in (cr, mr))
     )
     moto = result["motoRssBytes"]
     if moto["afterUpload"] is not None:
@@ -557,23 +662,7 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> Iterator[str]:
         f"{cr['fetch']['shardBytes'] / counts_only:.2f}x the encoded counts, "
         f"{cr['fetch']['shardBytes'] / full:.2f}x counts + countsT"
     )
-    for label, fetch in (
-        ("create_composite", c["build"]["fetch"]),
-        ("composite open", c["open"]["fetch"]),
-        ("composite recipe", cr["fetch"]),
-        ("DataStoreMerge (full copy)", m["build"]["fetch"]),
-        ("merged recipe", mr["fetch"]),
-    ):
-        yield (
-            f"GETs {label}: {fetch['getRequests']:,} requests, {_mb(fetch['getBytes'])} MB; "
-            f"count shards {fetch['shardGets']:,} GETs, {_mb(fetch['shardBytes'])} MB "
-            f"= {fetch['shardBytes'] / full:.2f}x counts + countsT "
-            f"(by kind { ({k: _mb(v) for k, v in fetch['shardBytesByKind'].items()}) }); "
-            f"bytes fetched more than once {_mb(fetch['bytesFetchedTwiceOrMore'])} MB; "
-            f"(key, range) repeated {fetch['repeatedKeyRanges']:,} "
-            f"{fetch['repeatedKeyRangesByKind']} ({_mb(fetch['repeatedKeyRangeBytes'])} MB again); "
-            f"keys {fetch['keysTouched']:,} of {result['countShardKeys']:,}, whole {fetch['keysFetchedWhole']:,}"
-        )
+    yield from fetch_lines(result)
     cache = cr["cache"]
     yield (
         f"cache after the composite's recipe: limit {cache['limit'] / 2**30:.2f} GiB, "
@@ -585,17 +674,19 @@ def report(result: dict[str, Any], args: argparse.Namespace) -> Iterator[str]:
         f"{'yes' if result['sameClusters'] else 'NO'}"
     )
     fetch = cr["fetch"]
+    for example in fetch["repeatedExamples"][:5]:
+        yield f"  fetched {example['gets']}x: {example['key']} {example['range'] or '(whole)'}"
     evictions = cache["total"].get("evictions", 0)
     twice = fetch["bytesFetchedTwiceOrMore"]
     held = sum(v for k, v in fetch["repeatedKeyRangesByKind"].items() if k != "range")
     speed = "met" if ratio <= 1.5 else "NOT met"
     refetch = "met" if twice == 0 else "NOT met"
     yield (
-        f"goals: composite recipe within 1.5x the merged copy's {speed} ({ratio:.2f}x); "
+        f"goals: composite recipe within 1.5x the merged copy's {speed} ({ratio:.2f}x wall, "
+        f"{cpu_ratio:.2f}x CPU); "
         f"no source byte fetched twice {refetch} ({_mb(twice)} MB fetched again; "
         f"{held} repeated whole-shard or index GETs, {evictions} evictions)"
     )
-    del args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -622,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     result = benchmark(args)
-    print("\n".join(report(result, args)))
+    print("\n".join(report(result)))
     if args.json:
         text = json.dumps(result, indent=1, default=str)
         if args.json == "-":

@@ -60,6 +60,11 @@ class DataStore(Store):
         Open this workspace of the store (:meth:`create_workspace` makes
         one): its own cell table, feature tables, artifacts and runs over
         the store's count matrices. None (default) for the store's root.
+    source_storage_options
+        For a composite (:func:`cytearc.tools.create_composite`): the fsspec
+        options of each remote source, by source name. For a mounted target
+        (:func:`cytearc.tools.mount_datastore`): the fsspec options of its
+        source. Kept in memory only, never written.
 
     Raises
     ------

@@ -211,9 +211,9 @@ class DataStoreMerge:
         cluster: object = None,
         prepend_text: str | None = "orig",
         storage_options: dict[str, Any] | None = None,
+        destination_storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
         workspaces: Sequence[str | None] | None = None,
-        destination_storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.sources = list(sources)
         self.workspaces = None if workspaces is None else list(workspaces)

@@ -144,9 +144,9 @@ class SubsetZarr:
         workers: int | str | None = None,
         cluster: object = None,
         storage_options: dict[str, Any] | None = None,
+        destination_storage_options: dict[str, Any] | None = None,
         show_progress: bool = True,
         workspace: str | None = None,
-        destination_storage_options: dict[str, Any] | None = None,
     ) -> None:
         self.source = source
         self.workspace = workspace
