@@ -45,6 +45,7 @@ from cytearc.storage.virtual import (
     VirtualArrayReader,
     virtual_dask_array,
 )
+from cytearc.storage.virtual_store import VirtualArray, VirtualCountsStore
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -450,6 +451,39 @@ def open_composite(
         msg = f"{where}: {exc}"
         raise CompositeFormatError(msg) from exc
     return CompositeSources(manifest=manifest, reader=reader, stores=stores, cache=cache)
+
+
+def composite_namespace(root: zarr.Group, sources: CompositeSources, *, where: str) -> zarr.Group:
+    """The composite's root group with its virtual count arrays supplied (:mod:`cytearc.storage.virtual_store`).
+
+    Parameters
+    ----------
+    root
+        The composite's root group, as stored.
+    sources
+        Its open sources.
+    where
+        The composite, for messages.
+
+    Returns
+    -------
+    zarr.Group
+        The same group, opened over a :class:`~cytearc.storage.virtual_store.VirtualCountsStore`.
+    """
+    prefix = f"{root.path}/" if root.path else ""
+    manifest = sources.manifest
+    arrays = [
+        VirtualArray(
+            path=f"{prefix}matrices/{manifest.assay}/{name}",
+            document=document,
+            orientation="cells" if name == "counts" else "features",
+        )
+        for name, document in manifest.arrays.items()
+    ]
+    store = VirtualCountsStore(root.store, arrays=arrays, reader=sources.reader, where=where)
+    return zarr.open_group(
+        store=store, path=root.path, mode="r" if root.store.read_only else "r+", zarr_format=3
+    )
 
 
 def _shard_rows(array: object) -> int:

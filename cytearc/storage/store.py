@@ -38,6 +38,7 @@ from cytearc.storage.composite import (
     COMPOSITE_ATTRIBUTE,
     CompositeAssay,
     CompositeSources,
+    composite_namespace,
     open_composite,
     read_manifest,
 )
@@ -410,6 +411,8 @@ class Store:
             source_storage_options=options,
             show_progress=self.show_progress,
         )
+        self.store_root = composite_namespace(self.store_root, self.composite, where=self.where)
+        self.root = self.store_root
 
     def _open_mount(self) -> None:
         """Open a mounted target's source (checked against ``matrixSource``) and its key namespace."""

@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 import zarr
 from dask.delayed import delayed
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, WrapperStore
 
 from cytearc.artifacts.digests import (
     DIGESTS_ATTRIBUTE,
@@ -1014,6 +1014,8 @@ _GROUP_LEVELS: Final = (
 def _headless_groups(store: Store) -> list[Check]:
     """The folders of artifact groups of a local store that hold files but no group ``zarr.json``."""
     local = store.root.store
+    while isinstance(local, WrapperStore):  # a composite's namespace wraps its own store
+        local = local._store
     if not isinstance(local, LocalStore):
         return []
     top = Path(local.root, store.root.path)

@@ -101,6 +101,7 @@ __all__ = [
     "SourceArrays",
     "SourcePlan",
     "VirtualArrayReader",
+    "VirtualBlocks",
     "merge_map",
     "virtual_dask_array",
 ]
@@ -910,8 +911,16 @@ def _expand(selection: object, ndim: int) -> tuple[list[Selection], tuple[int, .
     return (axes, tuple(squeeze)) if len(axes) == ndim else None
 
 
-class _VirtualBlocks:
-    """The reader as an array for :func:`dask.array.from_array`, in one orientation."""
+class VirtualBlocks:
+    """The reader as an array, in one orientation: for :func:`dask.array.from_array` and the Zarr adapter.
+
+    Parameters
+    ----------
+    reader
+        The composite's reader.
+    orientation
+        ``cells`` (cells x features) or ``features`` (features x cells).
+    """
 
     def __init__(self, reader: VirtualArrayReader, orientation: Layout) -> None:
         self.reader = reader
@@ -933,7 +942,7 @@ class _VirtualBlocks:
         return block.squeeze(axis=squeeze) if squeeze else block
 
     def __dask_tokenize__(self) -> object:
-        return ("cytearc._VirtualBlocks", normalize_token(self.reader), self.orientation)
+        return ("cytearc.VirtualBlocks", normalize_token(self.reader), self.orientation)
 
 
 def virtual_dask_array(
@@ -981,7 +990,7 @@ def virtual_dask_array(
         )
         raise OperationArgumentError(msg)
     _validate_positive("virtual_dask_array", "block_rows", block_rows)
-    blocks = _VirtualBlocks(reader, orientation)
+    blocks = VirtualBlocks(reader, orientation)
     n_second = blocks.shape[1]
     name = f"virtual-{orientation}-{tokenize(blocks, block_rows)}"
     return cast(
