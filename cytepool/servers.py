@@ -315,12 +315,12 @@ class _ProxyHandler(SimpleHTTPRequestHandler):
         }
         if fault == "error":
             payload = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+            owner._record(RequestRecord(**record, status=503, body_bytes=0, fault=fault))
             self.send_response(503)
             self.send_header("Content-Type", "application/xml")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
-            owner._record(RequestRecord(**record, status=503, body_bytes=0, fault=fault))
             return
         connection = http.client.HTTPConnection(*owner.upstream, timeout=60)
         try:
@@ -330,6 +330,11 @@ class _ProxyHandler(SimpleHTTPRequestHandler):
             data = response.read()
         finally:
             connection.close()
+        sent = data if fault != "drop" else data[: len(data) // 2]
+        # recorded before the client hears back, so the log is in the order the server completed them
+        owner._record(
+            RequestRecord(**record, status=response.status, body_bytes=len(sent), fault=fault)
+        )
         self.send_response(response.status)
         for key, value in response.getheaders():
             if key.lower() not in _HOP_BY_HOP and key.lower() != "content-length":
@@ -337,12 +342,8 @@ class _ProxyHandler(SimpleHTTPRequestHandler):
         announced = response.getheader("Content-Length") if self.command == "HEAD" else None
         self.send_header("Content-Length", announced or str(len(data)))
         self.end_headers()
-        sent = data if fault != "drop" else data[: len(data) // 2]
         if self.command != "HEAD":
             self.wfile.write(sent)
-        owner._record(
-            RequestRecord(**record, status=response.status, body_bytes=len(sent), fault=fault)
-        )
         if fault == "drop":
             self.wfile.flush()
             self.close_connection = True

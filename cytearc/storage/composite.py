@@ -34,17 +34,14 @@ import zarr
 
 from cytearc.assays.assay import Assay
 from cytearc.errors import AssayTypeError, CompositeFormatError, StoreFormatError
-from cytearc.storage.cache import CachingStore, SourceCache
+from cytearc.storage.cache import SourceCache
+from cytearc.storage.caching_store import CachingStore
+from cytearc.storage.composite_map import CompositeMap
 from cytearc.storage.counts import LAYOUT_ATTRIBUTE
 from cytearc.storage.damage import read_region
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import child_group, child_node, exact_fields
-from cytearc.storage.virtual import (
-    CompositeMap,
-    SourceArrays,
-    VirtualArrayReader,
-    virtual_dask_array,
-)
+from cytearc.storage.virtual import SourceArrays, VirtualArrayReader, virtual_dask_array
 from cytearc.storage.virtual_store import VirtualArray, VirtualCountsStore
 
 if TYPE_CHECKING:

@@ -86,7 +86,8 @@ class VirtualCountsStore(WrapperStore["ZarrStore"]):
     Examples
     --------
     >>> import numpy as np
-    >>> from cytearc.storage.virtual import SourceArrays, merge_map
+    >>> from cytearc.storage.composite_map import merge_map
+    >>> from cytearc.storage.virtual import SourceArrays
     >>> counts = zarr.create_array(store={}, shape=(5, 2), shards=(2, 2), chunks=(1, 2), dtype="u2")
     >>> counts[...] = np.arange(10).reshape(5, 2)
     >>> layout, _ = merge_map(n_cells=[5], feature_ids=[["a", "b"]])

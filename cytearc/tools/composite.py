@@ -29,6 +29,7 @@ from cytearc.storage.composite import (
     SourceBinding,
     map_digest,
 )
+from cytearc.storage.composite_map import CompositeMap
 from cytearc.storage.counts import (
     LAYOUT_ATTRIBUTE,
     band_result,
@@ -40,12 +41,7 @@ from cytearc.storage.counts import (
 )
 from cytearc.storage.destinations import validate_destination, writable_location
 from cytearc.storage.store import Store
-from cytearc.storage.virtual import (
-    CompositeMap,
-    SourceArrays,
-    VirtualArrayReader,
-    virtual_dask_array,
-)
+from cytearc.storage.virtual import SourceArrays, VirtualArrayReader, virtual_dask_array
 from cytearc.tools._writing import (
     create_store,
     finish_store,

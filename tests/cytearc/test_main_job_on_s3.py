@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from cytearc.engine.cluster import Engine
 
-RECIPE: dict[str, Any] = {"n_top": 500, "n_comps": 15, "resolution": 0.5}
+RECIPE: dict[str, Any] = {"n_top": 300, "n_comps": 10, "resolution": 0.5}
 SECRET = "s3cr3t-never-stored"
 
 

@@ -34,11 +34,11 @@ from cytearc.storage.cache import (
     DEFAULT_LIMIT,
     ENV_CACHE_BYTES,
     CacheStats,
-    CachingStore,
     SourceCache,
     SourceCacheWarning,
     cache_limit,
 )
+from cytearc.storage.caching_store import CachingStore
 from cytepool.servers import FaultProxy
 
 if TYPE_CHECKING:

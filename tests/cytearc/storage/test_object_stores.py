@@ -50,7 +50,7 @@ pytestmark = pytest.mark.slow
 def local_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small synthetic store on the local disk (with donors, conditions and cell types)."""
     path = tmp_path_factory.mktemp("local") / "ds.zarr"
-    return write_store(path, n_cells=400, n_genes=600, cluster="threads")
+    return write_store(path, n_cells=300, n_genes=600, cluster="threads")
 
 
 def _fs(options: dict[str, Any]) -> s3fs.S3FileSystem:
@@ -60,7 +60,6 @@ def _fs(options: dict[str, Any]) -> s3fs.S3FileSystem:
 def test_every_writer_writes_the_same_store_to_s3(
     local_store: Path,
     tmp_path: Path,
-    engine: Engine,
     s3_options: dict[str, Any],
     s3_bucket: str,
 ) -> None:
@@ -71,7 +70,7 @@ def test_every_writer_writes_the_same_store_to_s3(
         counts, local.cells.to_pandas(), local.RNA.features.to_pandas(), location="memory"
     )
     imported = import_store(
-        source, f"{s3_bucket}/imported.zarr", storage_options=s3_options, engine=engine
+        source, f"{s3_bucket}/imported.zarr", storage_options=s3_options, cluster="threads"
     )
     assert imported.path == f"{s3_bucket}/imported.zarr"
     remote = DataStore(imported.path, storage_options=s3_options)
@@ -82,14 +81,14 @@ def test_every_writer_writes_the_same_store_to_s3(
         f"{s3_bucket}/repacked.zarr",
         profile="object_store",
         destination_storage_options=s3_options,
-        cluster=engine.client,
+        cluster="threads",
         show_progress=False,
     )
     assert DataStore(repacked, storage_options=s3_options).dataset_fingerprint == (
         local.dataset_fingerprint
     )
-    rows = np.arange(0, 400, 3)
-    options = {"cluster": engine.client, "show_progress": False}
+    rows = np.arange(0, 300, 3)
+    options = {"cluster": "threads", "show_progress": False}
     sub_remote = SubsetZarr(
         repacked, f"{s3_bucket}/sub.zarr", cells=rows, storage_options=s3_options, **options
     ).dump()
@@ -117,11 +116,11 @@ def test_every_writer_writes_the_same_store_to_s3(
 
 
 def test_destinations_on_s3_are_checked_like_local_ones(
-    local_store: Path, engine: Engine, s3_options: dict[str, Any], s3_bucket: str
+    local_store: Path, s3_options: dict[str, Any], s3_bucket: str
 ) -> None:
     """Keys at the destination, a foreign object in a store, and a store inside a store are refused."""
     url = f"{s3_bucket}/ds.zarr"
-    options = {"destination_storage_options": s3_options, "cluster": engine.client}
+    options = {"destination_storage_options": s3_options, "cluster": "threads"}
     repack_zarr(local_store, url, show_progress=False, **options)
     with pytest.raises(DestinationExistsError, match="pass overwrite=True"):
         repack_zarr(local_store, url, show_progress=False, **options)
@@ -187,13 +186,13 @@ def test_a_writer_killed_on_s3_leaves_a_store_readers_refuse(
     assert root.attrs["cytearc:complete"] is False
     write_store(
         url,
-        n_cells=300,
+        n_cells=120,
         n_genes=600,
         overwrite=True,
         storage_options=s3_options,
         cluster="threads",
     )
-    assert DataStore(url, storage_options=s3_options).RNA.shape == (300, 600)
+    assert DataStore(url, storage_options=s3_options).RNA.shape == (120, 600)
 
 
 def test_exports_are_written_to_s3(

@@ -17,13 +17,8 @@ from zarr.codecs import ZstdCodec
 from zarr.storage import LocalStore, WrapperStore
 
 from cytearc.errors import OperationArgumentError, StoreDamageError, StoreFormatError
-from cytearc.storage.virtual import (
-    CompositeMap,
-    SourceArrays,
-    VirtualArrayReader,
-    merge_map,
-    virtual_dask_array,
-)
+from cytearc.storage.composite_map import CompositeMap, merge_map
+from cytearc.storage.virtual import SourceArrays, VirtualArrayReader, virtual_dask_array
 
 if TYPE_CHECKING:
     from pathlib import Path
