@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,6 +20,31 @@ if TYPE_CHECKING:
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=40)
 settings.register_profile("dev", deadline=None, max_examples=25)
 settings.load_profile("ci")
+
+LONGEST_FIRST = (
+    "tests/test_docs.py",
+    "tests/cytearc/tools/test_merge.py",
+    "tests/cytearc/test_memory_bound.py",
+    "tests/cytearc/storage/test_object_stores.py",
+    "tests/cytearc/test_main_job_on_s3.py",
+    "tests/cytearc/io/test_export.py",
+    "tests/harness/test_kill_points.py",
+    "tests/cytearc/io/test_remote_sources.py",
+)
+"""Files that take a minute or more on 2 cores: started first, so that ``--dist loadfile``
+does not leave one worker running a long file alone at the end."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the longest files first (a stable sort: the order within a file is kept)."""
+    del config
+    root = str(Path(__file__).parent.parent)
+
+    def rank(item: pytest.Item) -> int:
+        path = str(item.path).removeprefix(root).lstrip("/")
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
 
 
 @pytest.fixture

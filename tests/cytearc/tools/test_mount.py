@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,9 +24,6 @@ from cytearc.errors import DestinationExistsError, MountFormatError, ReadOnlySto
 from cytearc.storage.mount import MATRIX_SOURCE
 from cytearc.tools import repack_zarr
 from cytepool.testing import tree_snapshot
-
-if TYPE_CHECKING:
-    from cytearc.engine.cluster import Engine
 
 RECIPE: dict[str, Any] = {"n_top": 300, "n_comps": 10, "resolution": 0.5}
 
@@ -119,7 +116,7 @@ def test_the_record_is_strict_and_the_source_must_stay_unchanged(
 
 @pytest.mark.slow
 def test_a_read_only_s3_source_mounted_locally_runs_its_own_leiden(
-    analysed: Path, tmp_path: Path, engine: Engine, s3_options: dict[str, Any], s3_bucket: str
+    analysed: Path, tmp_path: Path, s3_options: dict[str, Any], s3_bucket: str
 ) -> None:
     """The users' case: a shared store on S3 they may only read; every object's bytes are unchanged."""
     fs = s3fs.S3FileSystem(**s3_options, skip_instance_cache=True)
@@ -134,7 +131,7 @@ def test_a_read_only_s3_source_mounted_locally_runs_its_own_leiden(
     ds = DataStore(
         target,
         zarr_mode="r+",
-        cluster=engine.client,
+        cluster="threads",
         show_progress=False,
         source_storage_options=s3_options,
     )
