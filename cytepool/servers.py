@@ -38,6 +38,9 @@ _RANGE: Final = re.compile(r"bytes=(?P<start>[0-9]*)-(?P<end>[0-9]*)")
 _HOP_BY_HOP: Final = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 )
+_WRITES: Final = frozenset({"PUT", "POST", "DELETE"})
+_SLOW_DOWN: Final = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+_ACCESS_DENIED: Final = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
 
 
 @contextlib.contextmanager
@@ -201,6 +204,7 @@ class RequestRecord:
     status: int
     body_bytes: int
     fault: str | None
+    """``"error"``, ``"drop"``, ``"read-only"`` (a refused write) or None."""
 
 
 class FaultProxy:
@@ -216,6 +220,10 @@ class FaultProxy:
         The server's URL, ``http://127.0.0.1:PORT``.
     faults
         What to inject; none by default.
+    read_only
+        Answer every write (``PUT``, ``POST``, ``DELETE``) with S3's ``403
+        AccessDenied``, as for a user whose policy allows only reads; the
+        upstream never sees it. Reads pass.
 
     Examples
     --------
@@ -227,13 +235,16 @@ class FaultProxy:
     b'hello'
     """
 
-    def __init__(self, upstream: str, *, faults: Faults | None = None) -> None:
+    def __init__(
+        self, upstream: str, *, faults: Faults | None = None, read_only: bool = False
+    ) -> None:
         match = re.fullmatch(r"http://(?P<host>[^:/]+):(?P<port>[0-9]+)/?", upstream)
         if match is None:
             msg = f"upstream: expected http://HOST:PORT, found {upstream!r}"
             raise ValueError(msg)
         self.upstream = (match["host"], int(match["port"]))
         self.faults = faults or Faults()
+        self.read_only = read_only
         self.requests: list[RequestRecord] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -300,6 +311,13 @@ class _ProxyHandler(SimpleHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._forward()
 
+    def _answer(self, status: int, payload: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def _forward(self) -> None:
         owner = self.owner
         length = int(self.headers.get("Content-Length") or 0)
@@ -313,14 +331,13 @@ class _ProxyHandler(SimpleHTTPRequestHandler):
             "path": self.path,
             "range": self.headers.get("Range"),
         }
+        if owner.read_only and self.command in _WRITES:
+            owner._record(RequestRecord(**record, status=403, body_bytes=0, fault="read-only"))
+            self._answer(403, _ACCESS_DENIED)
+            return
         if fault == "error":
-            payload = b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
             owner._record(RequestRecord(**record, status=503, body_bytes=0, fault=fault))
-            self.send_response(503)
-            self.send_header("Content-Type", "application/xml")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self._answer(503, _SLOW_DOWN)
             return
         connection = http.client.HTTPConnection(*owner.upstream, timeout=60)
         try:

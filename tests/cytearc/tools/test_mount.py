@@ -23,6 +23,7 @@ from cytearc.datasets import write_store
 from cytearc.errors import DestinationExistsError, MountFormatError, ReadOnlyStoreError
 from cytearc.storage.mount import MATRIX_SOURCE
 from cytearc.tools import repack_zarr
+from cytepool.servers import FaultProxy
 from cytepool.testing import tree_snapshot
 
 RECIPE: dict[str, Any] = {"n_top": 300, "n_comps": 10, "resolution": 0.5}
@@ -118,7 +119,12 @@ def test_the_record_is_strict_and_the_source_must_stay_unchanged(
 def test_a_read_only_s3_source_mounted_locally_runs_its_own_leiden(
     analysed: Path, tmp_path: Path, s3_options: dict[str, Any], s3_bucket: str
 ) -> None:
-    """The users' case: a shared store on S3 they may only read; every object's bytes are unchanged."""
+    """The users' case: a shared store on S3 they may only read; every object's bytes are unchanged.
+
+    The source is reached through a proxy that answers every write with S3's
+    403 AccessDenied, as for a user whose policy allows only reads; the mount
+    never even tries one.
+    """
     fs = s3fs.S3FileSystem(**s3_options, skip_instance_cache=True)
     fs.put(str(analysed), f"{s3_bucket[5:]}/shared.zarr", recursive=True)
 
@@ -127,16 +133,24 @@ def test_a_read_only_s3_source_mounted_locally_runs_its_own_leiden(
 
     before = hashes()
     url = f"{s3_bucket}/shared.zarr"
-    target = Path(mount_datastore(url, tmp_path / "mine.zarr", storage_options=s3_options))
-    ds = DataStore(
-        target,
-        zarr_mode="r+",
-        cluster="threads",
-        show_progress=False,
-        source_storage_options=s3_options,
-    )
-    assert _created(ds.pipeline.run("rna_standard", **RECIPE)) == 0
-    run = ds.pipeline.run("rna_standard", label="mine", **{**RECIPE, "resolution": 1.2})
-    assert _created(run) > 0
-    assert len(run.artifact("clustering").read("labels")) > 0
+    with FaultProxy(s3_options["endpoint_url"], read_only=True) as proxy:
+        reader = {**s3_options, "endpoint_url": proxy.url}
+        with pytest.raises(PermissionError):
+            s3fs.S3FileSystem(**reader, skip_instance_cache=True).pipe(f"{url[5:]}/x", b"no")
+        refused = len(proxy.requests)
+        target = Path(mount_datastore(url, tmp_path / "mine.zarr", storage_options=reader))
+        ds = DataStore(
+            target,
+            zarr_mode="r+",
+            cluster="threads",
+            show_progress=False,
+            source_storage_options=reader,
+        )
+        assert _created(ds.pipeline.run("rna_standard", **RECIPE)) == 0
+        run = ds.pipeline.run("rna_standard", label="mine", **{**RECIPE, "resolution": 1.2})
+        assert _created(run) > 0
+        assert len(run.artifact("clustering").read("labels")) > 0
+        mine = proxy.requests[refused:]
+    assert mine
+    assert all(r.method in {"GET", "HEAD"} for r in mine), {r.method for r in mine}
     assert hashes() == before
