@@ -33,7 +33,7 @@ from cytearc.errors import ReadOnlyStoreError
 from cytearc.storage.virtual import Layout, VirtualArrayReader, VirtualBlocks
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Iterable, Mapping
 
     from zarr.abc.store import ByteRequest
     from zarr.abc.store import Store as ZarrStore
@@ -219,7 +219,7 @@ class VirtualCountsStore(WrapperStore["ZarrStore"]):
     async def get_partial_values(
         self,
         prototype: BufferPrototype,
-        key_ranges: Any,  # noqa: ANN401 (zarr's Iterable of pairs)
+        key_ranges: Iterable[tuple[str, ByteRequest | None]],
     ) -> list[Buffer | None]:
         """Byte ranges of keys, virtual ones computed."""
         return list(await asyncio.gather(*(self.get(key, prototype, r) for key, r in key_ranges)))
