@@ -30,43 +30,17 @@ if TYPE_CHECKING:
 SECRET = "composite-secret-never-stored"
 
 
-def _with_features(path: Path, keep: slice, *, seed: int, n_cells: int) -> Path:
-    """A synthetic store of ``n_cells`` cells keeping the genes ``keep`` (sources differ in features)."""
-    full = write_store(
-        path.with_suffix(".full.zarr"), n_cells=n_cells, n_genes=600, seed=seed, cluster="threads"
-    )
-    ds = DataStore(full)
-    genes = np.zeros(600, dtype=bool)
-    genes[keep] = True
-    from cytearc.io.importer import write_store as import_store  # noqa: PLC0415
-    from cytearc.io.sources import SparseSource  # noqa: PLC0415
-
-    features = ds.RNA.features.to_pandas().iloc[genes].reset_index(drop=True)
-    source = SparseSource(ds.RNA.counts.compute()[:, genes], ds.cells.to_pandas(), features)
-    return Path(import_store(source, path, cluster="threads", show_progress=False).path)
-
-
-@pytest.fixture(scope="module")
-def local_sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("sources")
-    return {
-        "a": _with_features(folder / "a.zarr", slice(0, 600), seed=0, n_cells=300),
-        "b": _with_features(folder / "b.zarr", slice(100, 600), seed=1, n_cells=200),
-        "c": _with_features(folder / "c.zarr", slice(0, 550), seed=2, n_cells=250),
-    }
-
-
 def test_a_local_composite_has_the_merged_copys_counts_and_identity(
-    local_sources: dict[str, Path], tmp_path: Path, engine: Engine
+    composite_sources: dict[str, Path], tmp_path: Path, engine: Engine
 ) -> None:
     """Counts, countsT, summaries and fingerprints equal DataStoreMerge's; bare zarr finds no counts."""
     path = create_composite(
-        tmp_path / "abc.zarr", local_sources, cluster=engine.client, show_progress=False
+        tmp_path / "abc.zarr", composite_sources, cluster=engine.client, show_progress=False
     )
     merged = DataStoreMerge(
-        list(local_sources.values()),
+        list(composite_sources.values()),
         tmp_path / "m.zarr",
-        names=list(local_sources),
+        names=list(composite_sources),
         cluster=engine.client,
         show_progress=False,
     ).dump()
@@ -104,13 +78,13 @@ def test_a_local_composite_has_the_merged_copys_counts_and_identity(
 
 
 def test_the_manifest_is_strict_and_sources_must_stay_unchanged(
-    local_sources: dict[str, Path], tmp_path: Path
+    composite_sources: dict[str, Path], tmp_path: Path
 ) -> None:
     """Unknown or missing fields, an unfinished creation, a changed map or source are refused by name."""
     path = Path(
         create_composite(
             tmp_path / "ab.zarr",
-            {"a": local_sources["a"], "b": local_sources["b"]},
+            {"a": composite_sources["a"], "b": composite_sources["b"]},
             cluster="threads",
             show_progress=False,
         )
@@ -138,25 +112,25 @@ def test_the_manifest_is_strict_and_sources_must_stay_unchanged(
     rows[:] = saved
     assert DataStore(path).RNA.shape[0] == 500
     with pytest.raises(OperationArgumentError, match="neither a composite nor a mount"):
-        DataStore(local_sources["a"], source_storage_options={"a": {}})
+        DataStore(composite_sources["a"], source_storage_options={"a": {}})
     with pytest.raises(CompositeFormatError, match="no source named"):
         DataStore(path, source_storage_options={"z": {}})
     with pytest.raises(CompositeFormatError, match="nested composites"):
         create_composite(
-            tmp_path / "nested.zarr", {"x": path, "c": local_sources["c"]}, cluster="threads"
+            tmp_path / "nested.zarr", {"x": path, "c": composite_sources["c"]}, cluster="threads"
         )
     with pytest.raises(MergePlanError, match="no assay"):
         create_composite(
-            tmp_path / "none.zarr", {"a": local_sources["a"]}, assay="ADT", cluster="threads"
+            tmp_path / "none.zarr", {"a": composite_sources["a"]}, assay="ADT", cluster="threads"
         )
     changed = tmp_path / "b-changed.zarr"
     import shutil  # noqa: PLC0415
 
-    shutil.copytree(local_sources["b"], changed)
+    shutil.copytree(composite_sources["b"], changed)
     other = Path(
         create_composite(
             tmp_path / "ac.zarr",
-            {"a": local_sources["a"], "b": changed},
+            {"a": composite_sources["a"], "b": changed},
             cluster="threads",
             show_progress=False,
         )
@@ -170,8 +144,8 @@ def test_the_manifest_is_strict_and_sources_must_stay_unchanged(
 
 
 @pytest.mark.slow
-def test_a_composite_of_s3_and_local_sources_analyses_like_the_merged_copy(
-    local_sources: dict[str, Path],
+def test_a_composite_of_s3_and_composite_sources_analyses_like_the_merged_copy(
+    composite_sources: dict[str, Path],
     tmp_path: Path,
     engine: Engine,
     s3_options: dict[str, Any],
@@ -186,7 +160,7 @@ def test_a_composite_of_s3_and_local_sources_analyses_like_the_merged_copy(
     secret_options = {**s3_options, "secret": SECRET}
     remote = {
         name: repack_zarr(
-            local_sources[name],
+            composite_sources[name],
             f"{s3_bucket}/{name}.zarr",
             destination_storage_options=s3_options,
             cluster=engine.client,
@@ -194,7 +168,7 @@ def test_a_composite_of_s3_and_local_sources_analyses_like_the_merged_copy(
         )
         for name in ("a", "b")
     }
-    sources = {"a": remote["a"], "b": remote["b"], "c": local_sources["c"]}
+    sources = {"a": remote["a"], "b": remote["b"], "c": composite_sources["c"]}
     options = {"a": secret_options, "b": secret_options}
     path = Path(
         create_composite(
@@ -206,7 +180,7 @@ def test_a_composite_of_s3_and_local_sources_analyses_like_the_merged_copy(
         )
     )
     merged = DataStoreMerge(
-        list(local_sources.values()),
+        list(composite_sources.values()),
         tmp_path / "m.zarr",
         names=["a", "b", "c"],
         cluster=engine.client,

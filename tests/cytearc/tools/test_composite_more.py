@@ -28,10 +28,7 @@ import scipy.sparse as sp
 import zarr
 
 from cytearc import DataStore
-from cytearc.datasets import write_store
 from cytearc.errors import CompositeFormatError, DestinationExistsError, StoreFormatError
-from cytearc.io.importer import write_store as import_store
-from cytearc.io.sources import SparseSource
 from cytearc.storage.composite import COMPOSITE_ATTRIBUTE, COMPOSITE_GROUP
 from cytearc.tools import DataStoreMerge, create_composite, repack_zarr
 
@@ -42,27 +39,10 @@ SOURCE_COUNTS = "matrices/RNA/counts"
 SOURCE_COUNTS_T = "matrices/RNA/countsT"
 
 
-def _with_features(path: Path, keep: slice, *, seed: int, n_cells: int) -> Path:
-    """A synthetic store of ``n_cells`` cells keeping the genes ``keep`` (sources differ in features)."""
-    full = write_store(
-        path.with_suffix(".full.zarr"), n_cells=n_cells, n_genes=600, seed=seed, cluster="threads"
-    )
-    ds = DataStore(full)
-    genes = np.zeros(600, dtype=bool)
-    genes[keep] = True
-    features = ds.RNA.features.to_pandas().iloc[genes].reset_index(drop=True)
-    source = SparseSource(ds.RNA.counts.compute()[:, genes], ds.cells.to_pandas(), features)
-    return Path(import_store(source, path, cluster="threads", show_progress=False).path)
-
-
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("sources")
-    return {
-        "a": _with_features(folder / "a.zarr", slice(0, 600), seed=0, n_cells=300),
-        "b": _with_features(folder / "b.zarr", slice(100, 600), seed=1, n_cells=200),
-        "c": _with_features(folder / "c.zarr", slice(0, 550), seed=2, n_cells=250),
-    }
+def sources(composite_sources: dict[str, Path]) -> dict[str, Path]:
+    """The three sources (tests/cytearc/tools/conftest.py), under a shorter name."""
+    return composite_sources
 
 
 @pytest.fixture(scope="module")
