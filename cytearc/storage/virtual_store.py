@@ -64,6 +64,11 @@ class VirtualArray:
     orientation: Layout
 
     @functools.cached_property
+    def document_bytes(self) -> bytes:
+        """The document as the ``zarr.json`` bytes served."""
+        return json.dumps(dict(self.document)).encode()
+
+    @functools.cached_property
     def metadata(self) -> ArrayV3Metadata:
         """The parsed document."""
         return ArrayV3Metadata.from_dict(dict(self.document))
@@ -165,9 +170,7 @@ class VirtualCountsStore(WrapperStore["ZarrStore"]):
         """The shard's bytes as Zarr writes them (None when every value is the fill value)."""
         values = VirtualBlocks(self.reader, array.orientation)[region]
         memory: dict[str, Buffer] = {
-            "zarr.json": default_buffer_prototype().buffer.from_bytes(
-                json.dumps(dict(array.document)).encode()
-            )
+            "zarr.json": default_buffer_prototype().buffer.from_bytes(array.document_bytes)
         }
         target = zarr.open_array(store=MemoryStore(memory), mode="r+", zarr_format=3)
         target[region] = np.asarray(values, dtype=target.dtype)
@@ -202,7 +205,7 @@ class VirtualCountsStore(WrapperStore["ZarrStore"]):
             return await self._store.get(key, prototype, byte_range)
         array, rest = found
         if rest == "zarr.json":
-            data: bytes | None = json.dumps(dict(array.document)).encode()
+            data: bytes | None = array.document_bytes
         else:
             region = self._shard_region(array, rest)
             data = None if region is None else await self._shard(array, rest, region)
