@@ -7,15 +7,23 @@ set in ``dask.config``). Every task has ended when it returns, also after a
 failure, so a caller that cleans up (a writer removing its staging directory,
 an artifact producer deleting its group) never races a task still writing.
 
-Tasks run with one BLAS thread, as Dask's worker processes do, so a matrix
-product sums in the same order, and gives the same bits, on the threaded
-scheduler and on a cluster.
+Tasks run with one BLAS thread wherever they run, so a matrix product sums in
+the same order, and gives the same bits, on the threaded scheduler and on any
+cluster: in this process for the threaded scheduler, and on a cluster through
+:class:`OneBlasThread`, a worker plugin registered on the client before its
+first computation. A nanny sets ``OMP_NUM_THREADS=1`` for the worker it
+starts, but a worker started with ``dask worker --no-nanny``, a site's own
+launcher or an existing client's cluster keeps BLAS's default of one thread
+per core, and OpenBLAS then splits a float32 product differently.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -26,19 +34,78 @@ from dask.diagnostics.progress import ProgressBar
 from dask.system import CPU_COUNT
 from distributed import default_client, wait
 from distributed import progress as cluster_progress
-from threadpoolctl import threadpool_limits
+from distributed.diagnostics.plugin import WorkerPlugin
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from cytepool.errors import CytePoolError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from distributed import Client
+    from distributed import Client, Worker
 
-__all__ = ["compute", "current_client"]
+__all__ = ["OneBlasThread", "compute", "current_client", "limit_blas_threads"]
 
 _THREADED: Final = (None, "threads", "threading")
 _DISTRIBUTED: Final = (None, "dask.distributed", "distributed")
+_THREAD_VARIABLES: Final = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+_PLUGIN_NAME: Final = "cytepool-one-blas-thread"
+_registered: weakref.WeakSet[Client] = weakref.WeakSet()
+_registering = threading.Lock()
+
+
+class OneBlasThread(WorkerPlugin):
+    """A worker plugin that runs every task of the worker with one BLAS (and OpenMP) thread.
+
+    On setup it sets the ``*_NUM_THREADS`` variables to 1 for libraries
+    loaded later, loads NumPy's and SciPy's BLAS and limits them; before
+    each task it applies the limit again (a few microseconds), in case a
+    task changed it. Registered by :func:`limit_blas_threads`.
+    """
+
+    name = _PLUGIN_NAME
+
+    def __init__(self) -> None:
+        self._controller: ThreadpoolController | None = None
+
+    def setup(self, worker: Worker) -> None:
+        """Limit the BLAS and OpenMP libraries of the worker's process to one thread."""
+        os.environ.update(dict.fromkeys(_THREAD_VARIABLES, "1"))
+        import numpy.linalg  # noqa: PLC0415, F401 (load the BLAS libraries to limit them now)
+        import scipy.linalg  # noqa: PLC0415, F401
+
+        self._controller = ThreadpoolController()
+        self._controller.limit(limits=1)
+
+    def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:  # noqa: ANN401
+        """Before a task executes, apply the limit again."""
+        if finish == "executing" and self._controller is not None:
+            self._controller.limit(limits=1)
+
+
+def limit_blas_threads(client: Client) -> None:
+    """Register :class:`OneBlasThread` on ``client``'s cluster, once per client.
+
+    The scheduler keeps the plugin and gives it to every worker that joins
+    later, a restarted one included.
+
+    Parameters
+    ----------
+    client
+        The client.
+    """
+    with _registering:
+        if client in _registered:
+            return
+        client.register_plugin(OneBlasThread(), name=_PLUGIN_NAME)
+        _registered.add(client)
 
 
 def current_client() -> Client | None:
@@ -117,6 +184,7 @@ def compute(
 
 def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool) -> tuple[Any, ...]:
     """Compute on ``client``, awaiting every future before any result or error is returned."""
+    limit_blas_threads(client)
     with client.as_current():
         futures = client.compute(list(collections))
         if progress:

@@ -18,6 +18,7 @@ import http.client
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -30,9 +31,17 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, Final
 from cytepool.testing import free_port, wait_for_port
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping, Sequence
 
-__all__ = ["FaultProxy", "Faults", "RequestRecord", "http_server", "moto_server"]
+__all__ = [
+    "DaskProcesses",
+    "FaultProxy",
+    "Faults",
+    "RequestRecord",
+    "dask_processes",
+    "http_server",
+    "moto_server",
+]
 
 _RANGE: Final = re.compile(r"bytes=(?P<start>[0-9]*)-(?P<end>[0-9]*)")
 _HOP_BY_HOP: Final = frozenset(
@@ -74,6 +83,121 @@ def moto_server(*, port: int | None = None) -> Iterator[dict[str, Any]]:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@dataclass(kw_only=True)
+class DaskProcesses:
+    """A Dask scheduler and workers running as processes of their own (see :func:`dask_processes`)."""
+
+    address: str
+    """The scheduler's address, ``tcp://127.0.0.1:PORT``."""
+    scheduler: subprocess.Popen[bytes] | None
+    """The scheduler process, or None when the caller runs the scheduler elsewhere."""
+    workers: list[subprocess.Popen[bytes]]
+    """The worker (or nanny) processes, in start order."""
+    env: dict[str, str]
+    """The environment the processes run in."""
+
+    def start_worker(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        """Start one more worker process (a replacement for a killed one) from ``argv``.
+
+        Parameters
+        ----------
+        argv
+            The worker's command line.
+
+        Returns
+        -------
+        subprocess.Popen
+            The process, also appended to :attr:`workers`.
+        """
+        proc = _spawn(argv, self.env)
+        self.workers.append(proc)
+        return proc
+
+
+def _spawn(argv: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        list(argv),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
+def _stop(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """Terminate each process group (a nanny and its worker), then kill what is left."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def dask_processes(
+    scheduler: Sequence[str] | None,
+    workers: Sequence[Sequence[str]],
+    *,
+    address: str,
+    n_workers: int | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> Iterator[DaskProcesses]:
+    """Start a Dask scheduler and workers from their command lines, as a cluster's hosts do.
+
+    Each process runs in a session of its own, so a nanny and the worker it
+    spawns are stopped together: terminated on exit, then killed.
+
+    Parameters
+    ----------
+    scheduler
+        The scheduler's command line (``dask scheduler --host 127.0.0.1
+        --port PORT ...``), or None when the scheduler is already running.
+    workers
+        One command line per worker process (``dask worker ADDRESS ...``).
+    address
+        The address the scheduler listens on and the workers join.
+    n_workers
+        How many workers to wait for (``len(workers)`` by default; more when
+        a command line starts several with ``--nworkers``).
+    env
+        The processes' environment; this process's by default.
+    timeout
+        Seconds to wait for the scheduler and the workers.
+
+    Yields
+    ------
+    DaskProcesses
+        The running processes.
+
+    Raises
+    ------
+    TimeoutError
+        The workers did not all join within ``timeout``.
+    """
+    from distributed import Client  # noqa: PLC0415 (servers must import without distributed)
+
+    environment = dict(os.environ if env is None else env)
+    running = DaskProcesses(
+        address=address,
+        scheduler=None if scheduler is None else _spawn(scheduler, environment),
+        workers=[],
+        env=environment,
+    )
+    try:
+        wait_for_port(int(address.rsplit(":", 1)[1]), timeout=timeout)
+        running.workers.extend(_spawn(argv, environment) for argv in workers)
+        with Client(address, timeout=f"{timeout}s", set_as_default=False) as client:
+            client.wait_for_workers(n_workers or len(workers), timeout=timeout)
+        yield running
+    finally:
+        _stop([*running.workers, *([running.scheduler] if running.scheduler else [])])
 
 
 class _RangeHandler(SimpleHTTPRequestHandler):

@@ -10,7 +10,6 @@ import contextlib
 import hashlib
 import os
 import socket
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -170,19 +169,28 @@ def wait_for_port(port: int, *, timeout: float = 30.0) -> None:
 
 @contextlib.contextmanager
 def scheduler_processes(
-    directory: Path, *, n_workers: int = 2, memory_limit: str = "1GiB"
+    directory: Path,
+    *,
+    n_workers: int = 2,
+    memory_limit: str = "1GiB",
+    nanny: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
     """Start a Dask scheduler and workers as separate processes on 127.0.0.1; yield its address.
 
-    The processes are terminated (then killed) on exit. Worker scratch space
-    goes to ``directory``.
+    The processes are terminated (then killed) on exit, with
+    :func:`cytepool.servers.dask_processes`. Worker scratch space goes to
+    ``directory``; ``nanny=False`` starts the workers as ``dask worker
+    --no-nanny`` does (without the nanny's one-thread BLAS environment);
+    ``env`` is their environment (this process's by default).
     """
+    from cytepool.servers import dask_processes  # noqa: PLC0415 (servers imports this module)
+
     port = free_port()
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    address = f"tcp://127.0.0.1:{port}"
+    python = [sys.executable, "-m"]
     scheduler = [
-        sys.executable,
-        "-m",
+        *python,
         "distributed.cli.dask_scheduler",
         "--host",
         "127.0.0.1",
@@ -191,32 +199,19 @@ def scheduler_processes(
         "--dashboard-address",
         f"127.0.0.1:{free_port()}",
     ]
-    procs = [subprocess.Popen(scheduler, **quiet)]  # type: ignore[call-overload]
-    address = f"tcp://127.0.0.1:{port}"
-    try:
-        wait_for_port(port)
-        workers = [
-            sys.executable,
-            "-m",
-            "distributed.cli.dask_worker",
-            address,
-            "--nworkers",
-            str(n_workers),
-            "--nthreads",
-            "1",
-            "--memory-limit",
-            memory_limit,
-            "--local-directory",
-            str(directory),
-            "--no-dashboard",
-        ]
-        procs.append(subprocess.Popen(workers, **quiet))  # type: ignore[call-overload]
+    worker = [
+        *python,
+        "distributed.cli.dask_worker",
+        address,
+        "--nthreads",
+        "1",
+        "--memory-limit",
+        memory_limit,
+        "--local-directory",
+        str(directory),
+        "--no-dashboard",
+        *([] if nanny else ["--no-nanny"]),
+    ]
+    environment = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore"}
+    with dask_processes(scheduler, [worker] * n_workers, address=address, env=environment):
         yield address
-    finally:
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 from dask.callbacks import Callback
+from threadpoolctl import threadpool_limits
 
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
@@ -18,9 +22,12 @@ from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks
 from cytearc.utils.moments import ColumnMoments
-from cytepool.testing import raise_if_dask_computes, tree_snapshot
+from cytepool.servers import dask_processes
+from cytepool.testing import free_port, raise_if_dask_computes, tree_snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from cytearc.engine.cluster import Engine
 
 
@@ -144,6 +151,81 @@ def test_threads_and_local_cluster_pca_agree(chain, on_cluster) -> None:
 def test_threads_and_local_cluster_pca_to_equal_bits(chain, on_cluster) -> None:
     """PCA loadings, explained variance and coords are bit-identical on 2 worker processes."""
     _, _, pca = on_cluster
+    for name in ("loadings", "explained_variance", "coords"):
+        np.testing.assert_array_equal(_bits(pca.read(name)), _bits(chain.pca.read(name)))
+
+
+@pytest.fixture(scope="module")
+def worker_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A scheduler with a nanny worker and a ``--no-nanny`` worker, as separate processes.
+
+    Their environment has no ``*_NUM_THREADS`` setting, as on a site whose
+    workers are started by hand: the nanny sets them to 1 for its worker, the
+    worker started with ``--no-nanny`` keeps BLAS's default of a thread per
+    core.
+    """
+    folder = tmp_path_factory.mktemp("workers")
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    env["PYTHONWARNINGS"] = "ignore"
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
+    scheduler += ["--port", str(port), "--dashboard-address", f"127.0.0.1:{free_port()}"]
+    worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1"]
+    worker += ["--memory-limit", "1GiB", "--local-directory", str(folder), "--no-dashboard"]
+    with dask_processes(scheduler, [worker, [*worker, "--no-nanny"]], address=address, env=env):
+        yield address
+
+
+@pytest.fixture(scope="module")
+def on_worker_processes(planted, worker_processes: str) -> Iterator[tuple[Any, Any, Any]]:
+    """normalize, hvgs and PCA of the chain again, on the nanny and no-nanny workers."""
+    ds = DataStore(planted.path, zarr_mode="r+", cluster=worker_processes, show_progress=False)
+    norm = ds.features.normalize("RNA", cell_selection=planted.mask, invalidate_cache=True)
+    hv = ds.features.hvgs(norm, n_top=100, flavor="log")
+    yield norm, hv, ds.reduce.pca(norm, hv, n_comps=10, invalidate_cache=True)
+    shutdown()
+
+
+def _float32_gram(seed: int) -> np.ndarray:
+    """A float32 Gram matrix of data made where the task runs.
+
+    Made there, not sent: a received buffer can be unaligned, and NumPy then
+    multiplies aligned copies with ``gemm`` instead of ``syrk``.
+    """
+    a = np.random.default_rng(seed).standard_normal((4000, 300)).astype(np.float32)
+    gram: np.ndarray = a.T @ a
+    return gram
+
+
+@pytest.mark.slow
+def test_every_worker_computes_with_one_blas_thread(worker_processes: str) -> None:
+    """A float32 Gram matrix, whose bits depend on BLAS's threads, is the same on every worker.
+
+    OpenBLAS splits a float32 ``A.T @ A`` differently with two threads; the
+    engine's worker plugin limits BLAS to one thread on every worker, so both
+    workers give the bits of the one-threaded product in this process.
+    """
+    with threadpool_limits(limits=1):
+        expected = _float32_gram(0)
+    engine = get_engine(cluster=worker_processes)
+    assert engine.client is not None
+    workers = sorted(engine.client.scheduler_info()["workers"])
+    assert len(workers) == 2
+    for worker in workers:
+        with dask.annotate(workers=[worker], allow_other_workers=False):
+            gram = dask.delayed(_float32_gram, pure=False)(0)
+        (value,) = engine.compute(gram)
+        np.testing.assert_array_equal(_bits(value), _bits(expected), err_msg=worker)
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_threaded_bits(chain, on_worker_processes) -> None:
+    """Normalized data, HVGs and PCA are bit-identical on nanny and no-nanny worker processes."""
+    norm, hv, pca = on_worker_processes
+    for name in ("data", "feature_sum", "feature_m2"):
+        np.testing.assert_array_equal(_bits(norm.read(name)), _bits(chain.norm.read(name)))
+    np.testing.assert_array_equal(_bits(hv.read("features")), _bits(chain.hvgs.read("features")))
     for name in ("loadings", "explained_variance", "coords"):
         np.testing.assert_array_equal(_bits(pca.read(name)), _bits(chain.pca.read(name)))
 
