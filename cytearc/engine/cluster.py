@@ -4,15 +4,20 @@ By default one :class:`distributed.LocalCluster` per process, whose workers'
 memory limits add up to ``mem_budget``, is started on first use and reused by
 every :class:`~cytearc.DataStore` of the process; its dashboard link is
 printed once. ``cluster=`` runs on an existing cluster instead, given its
-scheduler address or a :class:`distributed.Client`.
+scheduler address, the path of its scheduler file (``dask scheduler
+--scheduler-file``) or a :class:`distributed.Client`; without ``cluster=``,
+the environment variable ``CYTEARC_CLUSTER`` gives one. On every cluster the
+tasks run with one BLAS thread (:func:`cytepool.compute.limit_blas_threads`).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
@@ -26,7 +31,10 @@ if TYPE_CHECKING:
     import contextlib
     from collections.abc import Sequence
 
-__all__ = ["Engine", "get_engine", "shutdown"]
+__all__ = ["CLUSTER_VARIABLE", "Engine", "get_engine", "shutdown"]
+
+CLUSTER_VARIABLE: Final = "CYTEARC_CLUSTER"
+"""The environment variable naming the cluster to run on when ``cluster=`` is not given."""
 
 _lock = threading.Lock()
 _local: Engine | None = None
@@ -143,9 +151,12 @@ def get_engine(
         Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`);
         ignored with ``cluster``.
     cluster
-        A scheduler address such as ``"tcp://10.0.0.5:8786"``, a
-        :class:`distributed.Client`, or ``"threads"`` for Dask's threaded
-        scheduler in this process (no cluster).
+        A scheduler address such as ``"tcp://10.0.0.5:8786"``, the path of
+        a Dask scheduler file (a ``.json`` written by ``dask scheduler
+        --scheduler-file``), a :class:`distributed.Client`, or ``"threads"``
+        for Dask's threaded scheduler in this process (no cluster). By
+        default the value of ``CYTEARC_CLUSTER``, else the process's local
+        cluster.
 
     Returns
     -------
@@ -156,10 +167,12 @@ def get_engine(
     Raises
     ------
     EngineConfigError
-        The local cluster already runs with another explicit budget; call
-        :func:`shutdown` first.
+        The local cluster already runs with another explicit budget (call
+        :func:`shutdown` first), or the cluster cannot be reached.
     """
     global _local  # noqa: PLW0603 (one local cluster per process, by design)
+    if cluster is None and os.environ.get(CLUSTER_VARIABLE):
+        cluster = os.environ[CLUSTER_VARIABLE]
     if cluster == "threads":
         return Engine(
             client=None, budget=resolve_budget(mem_budget, 1 if workers is None else workers)
@@ -170,9 +183,7 @@ def get_engine(
         with _lock:
             engine = _external.get(cluster)
             if engine is None or engine.client is None or engine.client.status != "running":
-                engine = Engine(
-                    client=Client(cluster, set_as_default=False, timeout="30s"), budget=None
-                )
+                engine = Engine(client=_connect(cluster), budget=None)
                 _external[cluster] = engine
             return engine
     if cluster is not None:
@@ -207,6 +218,28 @@ def get_engine(
         _local = Engine(client=client, budget=budget, local=local)
         print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
         return _local
+
+
+def _connect(cluster: str) -> Client:
+    """A client of the cluster at a scheduler address or described by a scheduler file."""
+    path = Path(cluster)
+    scheduler_file = "://" not in cluster and (path.suffix == ".json" or path.is_file())
+    if scheduler_file and not path.is_file():
+        msg = (
+            f"cluster: the scheduler file {cluster} does not exist; start the scheduler with "
+            "`dask scheduler --scheduler-file` first, or give its address (tcp://HOST:8786)"
+        )
+        raise EngineConfigError(msg)
+    where = {"scheduler_file": cluster} if scheduler_file else {"address": cluster}
+    timeout = dask.config.get("distributed.comm.timeouts.connect")
+    try:
+        return Client(**where, set_as_default=False, timeout=timeout)
+    except OSError as error:
+        msg = (
+            f"cluster: no Dask scheduler answered at {cluster} within {timeout} ({error}); check the "
+            f"address (or {CLUSTER_VARIABLE}) and that the scheduler runs"
+        )
+        raise EngineConfigError(msg) from error
 
 
 _GUARD_REMEDY: Final = (

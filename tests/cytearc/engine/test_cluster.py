@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import dask
 import dask.array as da
 import pytest
 from dask.delayed import delayed
@@ -12,9 +13,11 @@ from distributed import Client, LocalCluster, get_task_stream
 from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError
+from cytepool.testing import free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture
@@ -102,3 +105,42 @@ def test_threads_engine_stays_in_this_process(clean_engine: None, tcp_client: Cl
         results = engine.compute(da.arange(10, chunks=5).sum(), delayed(len)("ab"))
     assert results == (45, 2)
     assert stream.data == []
+
+
+def test_cluster_from_the_environment(
+    clean_engine: None, tcp_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without cluster=, CYTEARC_CLUSTER names the scheduler; an explicit cluster= wins."""
+    address = tcp_client.scheduler.address
+    monkeypatch.setenv("CYTEARC_CLUSTER", address)
+    engine = get_engine()
+    assert engine.client is not None
+    assert engine.client.scheduler.address == address
+    assert engine.budget is None
+    assert engine_cluster._local is None
+    assert get_engine(cluster="threads").client is None
+
+
+def test_cluster_from_a_scheduler_file(
+    clean_engine: None, tcp_client: Client, tmp_path: Path
+) -> None:
+    """The path of a scheduler file (dask scheduler --scheduler-file) is a cluster."""
+    scheduler_file = tmp_path / "scheduler.json"
+    tcp_client.write_scheduler_file(str(scheduler_file))
+    engine = get_engine(cluster=str(scheduler_file))
+    assert engine.client is not None
+    assert engine.client.scheduler.address == tcp_client.scheduler.address
+    (total,) = engine.compute(da.arange(10, chunks=5).sum())
+    assert total == 45
+
+
+def test_unreachable_cluster_is_a_named_error(clean_engine: None, tmp_path: Path) -> None:
+    """A missing scheduler file or a silent address raises EngineConfigError naming it."""
+    missing = tmp_path / "scheduler.json"
+    with pytest.raises(EngineConfigError, match=r"scheduler\.json does not exist"):
+        get_engine(cluster=str(missing))
+    with (
+        dask.config.set({"distributed.comm.timeouts.connect": "1s"}),
+        pytest.raises(EngineConfigError, match=r"no Dask scheduler answered at tcp://127\.0\.0\.1"),
+    ):
+        get_engine(cluster=f"tcp://127.0.0.1:{free_port()}")
