@@ -1,4 +1,4 @@
-"""The ``cytearc`` command line: ``import``, ``info``, ``workspace``, ``verify``, ``subset``, ``merge``, ``repack``, ``export``, ``run``, ``runs``, ``pool`` and ``demo``.
+"""The ``cytearc`` command line: ``import``, ``info``, ``workspace``, ``verify``, ``subset``, ``merge``, ``repack``, ``export``, ``run``, ``runs``, ``pool``, ``demo`` and ``cluster``.
 
 Exit codes: 0 success, 1 the import or open failed (the message says why),
 2 usage errors. ``verify``: 0 every value matches what the store recorded, 1
@@ -7,7 +7,11 @@ naming the first damaged array, chunk and the remedy, 3 no store at the path
 
 Every path may be an fsspec URL (``s3://bucket/ds.zarr``); the options of
 its filesystem come from ``--storage-options`` (before the command) or
-fsspec's ``FSSPEC_<PROTOCOL>`` environment variables.
+fsspec's ``FSSPEC_<PROTOCOL>`` environment variables. Every command takes
+``--cluster ADDRESS`` (a scheduler address or scheduler file; by default the
+environment variable ``CYTEARC_CLUSTER``) to run on an existing Dask
+cluster; ``cytearc cluster`` starts one from a memory budget and prints its
+address and dashboard for other processes to join.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import fsspec.config
 
 from cytearc import __version__
+from cytepool.compute import CLUSTER_VARIABLE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -67,7 +74,7 @@ def _import(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     from cytearc.datastore import DataStore  # noqa: PLC0415
 
-    ds = DataStore(args.store, workspace=args.workspace)
+    ds = DataStore(args.store, workspace=args.workspace, cluster=args.cluster)
     doc: dict[str, Any] = {
         "path": ds.where,
         "workspace": ds.workspace,
@@ -106,7 +113,13 @@ def _info(args: argparse.Namespace) -> int:
 def _workspace(args: argparse.Namespace) -> int:
     from cytearc.datastore import DataStore  # noqa: PLC0415
 
-    ds = DataStore(args.store, zarr_mode="r+", workspace=args.workspace, show_progress=False)
+    ds = DataStore(
+        args.store,
+        zarr_mode="r+",
+        workspace=args.workspace,
+        cluster=args.cluster,
+        show_progress=False,
+    )
     created = ds.create_workspace(args.name, overwrite=args.overwrite)
     doc = {"path": created.where, "workspace": created.workspace, "workspaces": created.workspaces}
     print(
@@ -217,10 +230,12 @@ def _runs(args: argparse.Namespace) -> int:
         if not args.label or not args.reason:
             print("error: --abandon RUN_ID needs --label and --reason", file=sys.stderr)
             return 2
-        ds = DataStore(args.store, zarr_mode="r+", cluster="threads", workspace=args.workspace)
+        ds = DataStore(
+            args.store, zarr_mode="r+", cluster=args.cluster or "threads", workspace=args.workspace
+        )
         ds.pipeline.abandon_label_claim(label=args.label, run_id=args.abandon, reason=args.reason)
     else:
-        ds = DataStore(args.store, cluster="threads", workspace=args.workspace)
+        ds = DataStore(args.store, cluster=args.cluster or "threads", workspace=args.workspace)
     runs = [
         {
             "runId": r.run_id,
@@ -291,14 +306,71 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_arguments(p: argparse.ArgumentParser) -> None:
+def _cluster_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help="a Dask scheduler address (tcp://HOST:8786) or scheduler file to run on, or 'threads' "
+        f"(default: ${CLUSTER_VARIABLE}, else a local cluster of --mem-budget)",
+    )
+
+
+def _budget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--mem-budget",
         default=None,
         help="worker memory in all, e.g. 4G (default: half the memory)",
     )
     p.add_argument("--workers", type=int, default=None, help="worker processes")
-    p.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    """Run a local cluster of the budget for other processes to join, until SIGINT or SIGTERM."""
+    from distributed import Client  # noqa: PLC0415
+
+    from cytearc.engine.budget import resolve_budget  # noqa: PLC0415
+    from cytearc.engine.cluster import start_local_cluster  # noqa: PLC0415
+    from cytepool.compute import limit_blas_threads  # noqa: PLC0415
+
+    budget = resolve_budget(args.mem_budget, args.workers)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with (
+        start_local_cluster(
+            budget, host=args.host, port=args.port, dashboard_port=args.dashboard_port
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        limit_blas_threads(client)
+        if args.scheduler_file:
+            client.write_scheduler_file(args.scheduler_file)
+        doc = {
+            "address": cluster.scheduler_address,
+            "dashboard": client.dashboard_link,
+            "workers": budget.workers,
+            "memoryLimitPerWorker": budget.per_worker,
+            "schedulerFile": args.scheduler_file,
+        }
+        if args.json:
+            print(json.dumps(doc), flush=True)
+        else:
+            print(
+                f"CyteArc cluster: {budget}\n  address   {doc['address']}\n"
+                f"  dashboard {doc['dashboard']}\n"
+                f"  join it with --cluster {doc['address']} or "
+                f"export {CLUSTER_VARIABLE}={doc['address']}; Ctrl-C stops it",
+                flush=True,
+            )
+        while not stop.wait(1.0):
+            pass
+    return 0
+
+
+def _engine_arguments(p: argparse.ArgumentParser) -> None:
+    _budget_arguments(p)
+    _cluster_argument(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -348,6 +420,7 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     )
     p.add_argument("store")
     p.add_argument("--json", action="store_true")
+    _cluster_argument(p)
     _workspace_argument(p)
     p.set_defaults(run=_info)
     p = sub.add_parser(
@@ -364,6 +437,7 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     )
     p.add_argument("--overwrite", action="store_true", help="replace a workspace of that name")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _cluster_argument(p)
     p.set_defaults(run=_workspace)
     p = sub.add_parser(
         "verify",
@@ -503,6 +577,7 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
         "--reason", default=None, help="with --abandon: why the process is known to have stopped"
     )
     p.add_argument("--json", action="store_true", help="print the runs as JSON")
+    _cluster_argument(p)
     _workspace_argument(p)
     p.set_defaults(run=_runs)
     p = sub.add_parser("pool", help="pool cells by sample and group into a CytePool cube")
@@ -529,6 +604,26 @@ def _analysis_commands(sub: Any) -> None:  # noqa: ANN401
     p.add_argument("--seed", type=int, default=0)
     _engine_arguments(p)
     p.set_defaults(run=_demo)
+    p = sub.add_parser(
+        "cluster",
+        help="start a local Dask cluster of a memory budget for other processes to join "
+        "(prints its address and dashboard; runs until Ctrl-C or SIGTERM)",
+    )
+    _budget_arguments(p)
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on (0.0.0.0 to let other machines join; default 127.0.0.1)",
+    )
+    p.add_argument("--port", type=int, default=0, help="scheduler port (default: a free one)")
+    p.add_argument(
+        "--dashboard-port", type=int, default=0, help="dashboard port (default: a free one)"
+    )
+    p.add_argument(
+        "--scheduler-file", default=None, help="also write the scheduler file (JSON) here"
+    )
+    p.add_argument("--json", action="store_true", help="print the address as one JSON line")
+    p.set_defaults(run=_cluster)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -25,17 +25,25 @@ paths.
 share codes 0, 1 and 3; ``verify`` reads every value as well. A traceback is
 printed only with ``--debug`` (before or after the command), which lets the
 error propagate.
+
+``--cluster ADDRESS`` (a scheduler address or scheduler file; by default the
+environment variable ``CYTEARC_CLUSTER``) runs the commands that compute
+(``verify``, ``de``, ``demo``) on that Dask cluster; the others read only metadata and
+do not connect. A cluster that cannot be reached is exit code 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from cytepool._versions import package_version
+from cytepool.compute import CLUSTER_VARIABLE, connect
 from cytepool.cube.provenance import describe_provenance, verify_chain
 from cytepool.cube.reader import read_cube
 from cytepool.cube.writer import write_cube
@@ -43,7 +51,7 @@ from cytepool.errors import ContrastFormatError, CubeError, CubeNotFoundError, C
 from cytepool.locations import is_url
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
     from cytepool.cube.cube import Cube
     from cytepool.de.design import ContrastLike
@@ -55,6 +63,7 @@ EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_NO_CUBE: Final = 3
 
+_COMPUTING: Final = frozenset({"verify", "de", "demo"})
 _PATH_HELP: Final = "the cube: a local path or a URL (s3://, gs://, https:// ...)"
 _CONTRAST_EXAMPLES: Final = (
     "expected JSON weights of design columns such as "
@@ -323,6 +332,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="JSON",
         help="""fsspec filesystem options of the cube URLs, a JSON object such as '{"anon": true}'""",
     )
+    common.add_argument(
+        "--cluster",
+        default=None,
+        metavar="ADDRESS",
+        help=f"a Dask scheduler address or scheduler file to compute on, or 'threads' (default: ${CLUSTER_VARIABLE}, else this process's threads)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, **kwargs: Any) -> argparse.ArgumentParser:
@@ -390,6 +405,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _cluster(args: argparse.Namespace) -> Iterator[None]:
+    """For a command that computes, the cluster of ``--cluster`` (or the environment) as Dask's current one."""
+    address = args.cluster or os.environ.get(CLUSTER_VARIABLE)
+    if args.command not in _COMPUTING or not address or address == "threads":
+        yield
+        return
+    with connect(address) as client, client.as_current():
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code.
 
@@ -413,7 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        code: int = args.run(args)
+        with _cluster(args):
+            code: int = args.run(args)
     except (ValueError, OSError, KeyError) as exc:
         if args.debug:
             raise

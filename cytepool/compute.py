@@ -24,7 +24,8 @@ import os
 import sys
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
@@ -32,19 +33,19 @@ from dask.base import compute as dask_compute
 from dask.delayed import Delayed, delayed
 from dask.diagnostics.progress import ProgressBar
 from dask.system import CPU_COUNT
-from distributed import default_client, wait
+from distributed import Client, default_client, wait
 from distributed import progress as cluster_progress
 from distributed.diagnostics.plugin import WorkerPlugin
 from threadpoolctl import ThreadpoolController, threadpool_limits
 
-from cytepool.errors import CytePoolError
+from cytepool.errors import ClusterConnectError, ClusterLostError, CytePoolError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from distributed import Client, Worker
+    from distributed import Worker
 
-__all__ = ["OneBlasThread", "compute", "current_client", "limit_blas_threads"]
+__all__ = ["OneBlasThread", "compute", "connect", "current_client", "limit_blas_threads"]
 
 _THREADED: Final = (None, "threads", "threading")
 _DISTRIBUTED: Final = (None, "dask.distributed", "distributed")
@@ -106,6 +107,55 @@ def limit_blas_threads(client: Client) -> None:
             return
         client.register_plugin(OneBlasThread(), name=_PLUGIN_NAME)
         _registered.add(client)
+
+
+CLUSTER_VARIABLE: Final = "CYTEARC_CLUSTER"
+"""The environment variable naming the cluster to compute on when none is given."""
+
+
+def connect(cluster: str, *, timeout: str | float | None = None) -> Client:
+    """A client of the Dask cluster at a scheduler address or described by a scheduler file.
+
+    Parameters
+    ----------
+    cluster
+        A scheduler address (``tcp://10.0.0.5:8786``) or the path of a
+        scheduler file (the ``.json`` that ``dask scheduler
+        --scheduler-file`` writes).
+    timeout
+        How long to try; Dask's ``distributed.comm.timeouts.connect`` by
+        default (30 s).
+
+    Returns
+    -------
+    distributed.Client
+        The client, not set as Dask's default.
+
+    Raises
+    ------
+    ClusterConnectError
+        The scheduler file does not exist, or no scheduler answered in time.
+    """
+    path = Path(cluster)
+    scheduler_file = "://" not in cluster and (path.suffix == ".json" or path.is_file())
+    if scheduler_file and not path.is_file():
+        msg = (
+            f"cluster: the scheduler file {cluster} does not exist; start the scheduler with "
+            "`dask scheduler --scheduler-file` first, or give its address (tcp://HOST:8786)"
+        )
+        raise ClusterConnectError(msg)
+    where = {"scheduler_file": cluster} if scheduler_file else {"address": cluster}
+    wait_for = (
+        timeout if timeout is not None else dask.config.get("distributed.comm.timeouts.connect")
+    )
+    try:
+        return Client(**where, set_as_default=False, timeout=wait_for)
+    except OSError as error:
+        msg = (
+            f"cluster: no Dask scheduler answered at {cluster} within {wait_for} ({error}); "
+            f"check the address (or {CLUSTER_VARIABLE}) and that the scheduler runs"
+        )
+        raise ClusterConnectError(msg) from error
 
 
 def current_client() -> Client | None:
@@ -184,13 +234,22 @@ def compute(
 
 def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool) -> tuple[Any, ...]:
     """Compute on ``client``, awaiting every future before any result or error is returned."""
-    limit_blas_threads(client)
-    with client.as_current():
-        futures = client.compute(list(collections))
-        if progress:
-            cluster_progress(futures)
-        wait(futures)
-        return tuple(client.gather(futures))
+    try:
+        limit_blas_threads(client)
+        with client.as_current():
+            futures = client.compute(list(collections))
+            if progress:
+                cluster_progress(futures)
+            wait(futures)
+            return tuple(client.gather(futures))
+    except (CancelledError, OSError) as error:
+        if client.status == "running" and not isinstance(error, CancelledError):
+            raise
+        msg = (
+            f"the Dask scheduler of {client} was lost while the computation ran ({type(error).__name__}: "
+            f"{error}); nothing it wrote was published - restart the scheduler and run again"
+        )
+        raise ClusterLostError(msg) from error
 
 
 @contextlib.contextmanager

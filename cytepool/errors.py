@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChainVerificationError",
+    "ClusterConnectError",
+    "ClusterLostError",
     "ContrastFormatError",
     "CubeDigestError",
     "CubeError",
@@ -44,6 +46,14 @@ __all__ = [
 
 class CytePoolError(ValueError):
     """Base class of every CytePool error: catch it to catch them all."""
+
+
+class ClusterConnectError(CytePoolError, ConnectionError):
+    """No Dask scheduler answers at the address, or the scheduler file given does not exist."""
+
+
+class ClusterLostError(CytePoolError, ConnectionError):
+    """The Dask scheduler was lost while a computation ran; what the computation wrote is not published."""
 
 
 class CubeError(CytePoolError):

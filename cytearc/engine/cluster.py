@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
@@ -25,16 +24,15 @@ from distributed import Client, LocalCluster
 
 from cytearc.engine.budget import Budget, resolve_budget
 from cytearc.errors import EngineConfigError
-from cytepool.compute import compute
+from cytepool.compute import CLUSTER_VARIABLE, compute, connect
+from cytepool.errors import ClusterConnectError
 
 if TYPE_CHECKING:
     import contextlib
     from collections.abc import Sequence
 
-__all__ = ["CLUSTER_VARIABLE", "Engine", "get_engine", "shutdown"]
+__all__ = ["CLUSTER_VARIABLE", "Engine", "get_engine", "shutdown", "start_local_cluster"]
 
-CLUSTER_VARIABLE: Final = "CYTEARC_CLUSTER"
-"""The environment variable naming the cluster to run on when ``cluster=`` is not given."""
 
 _lock = threading.Lock()
 _local: Engine | None = None
@@ -200,46 +198,62 @@ def get_engine(
                 )
                 raise EngineConfigError(msg)
             return _local
-        _refuse_in_bootstrapping_worker()
-        try:
-            local = LocalCluster(
-                n_workers=budget.workers,
-                threads_per_worker=1,
-                memory_limit=budget.per_worker,
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address="127.0.0.1:0",
-            )
-        except RuntimeError as error:
-            if _unguarded_script() is None:
-                raise
-            raise EngineConfigError(_unguarded_message(_unguarded_script())) from error
+        local = start_local_cluster(budget)
         client = Client(local, set_as_default=False)
         _local = Engine(client=client, budget=budget, local=local)
         print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
         return _local
 
 
+def start_local_cluster(
+    budget: Budget, *, host: str = "127.0.0.1", port: int = 0, dashboard_port: int = 0
+) -> LocalCluster:
+    """A :class:`distributed.LocalCluster` of ``budget``: one worker process per budgeted worker, one thread each.
+
+    Parameters
+    ----------
+    budget
+        The workers and the memory limit of each.
+    host
+        The interface the scheduler and workers listen on; ``0.0.0.0`` lets
+        other machines join and connect.
+    port, dashboard_port
+        The scheduler's and the dashboard's ports (0: free ones).
+
+    Returns
+    -------
+    distributed.LocalCluster
+        The running cluster.
+
+    Raises
+    ------
+    EngineConfigError
+        The workers could not start because the main script starts the
+        engine when it is imported.
+    """
+    _refuse_in_bootstrapping_worker()
+    try:
+        return LocalCluster(
+            n_workers=budget.workers,
+            threads_per_worker=1,
+            memory_limit=budget.per_worker,
+            processes=True,
+            host=host,
+            scheduler_port=port,
+            dashboard_address=f"{host}:{dashboard_port}",
+        )
+    except RuntimeError as error:
+        if _unguarded_script() is None:
+            raise
+        raise EngineConfigError(_unguarded_message(_unguarded_script())) from error
+
+
 def _connect(cluster: str) -> Client:
     """A client of the cluster at a scheduler address or described by a scheduler file."""
-    path = Path(cluster)
-    scheduler_file = "://" not in cluster and (path.suffix == ".json" or path.is_file())
-    if scheduler_file and not path.is_file():
-        msg = (
-            f"cluster: the scheduler file {cluster} does not exist; start the scheduler with "
-            "`dask scheduler --scheduler-file` first, or give its address (tcp://HOST:8786)"
-        )
-        raise EngineConfigError(msg)
-    where = {"scheduler_file": cluster} if scheduler_file else {"address": cluster}
-    timeout = dask.config.get("distributed.comm.timeouts.connect")
     try:
-        return Client(**where, set_as_default=False, timeout=timeout)
-    except OSError as error:
-        msg = (
-            f"cluster: no Dask scheduler answered at {cluster} within {timeout} ({error}); check the "
-            f"address (or {CLUSTER_VARIABLE}) and that the scheduler runs"
-        )
-        raise EngineConfigError(msg) from error
+        return connect(cluster)
+    except ClusterConnectError as error:
+        raise EngineConfigError(str(error)) from error
 
 
 _GUARD_REMEDY: Final = (
