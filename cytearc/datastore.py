@@ -417,6 +417,20 @@ class DataStore(Store):
         """
         return lineage(self.root, ref)
 
+    def _repr_html_(self) -> str:
+        """The store in a notebook: location, cells, assays, fingerprint, artifacts, runs and engine.
+
+        Read from metadata alone: no count value is read, nothing is
+        computed, and no cluster is started or reached (see :mod:`cytearc._views`).
+        """
+        from cytearc._views import engine_rows, store_view  # noqa: PLC0415 (views load on display)
+
+        options = self._reopen
+        engine = engine_rows(
+            cluster=options["cluster"], mem_budget=options["mem_budget"], workers=options["workers"]
+        )
+        return store_view(self, engine=engine)
+
     @property
     def qc(self) -> Qc:
         """Quality control: ``metrics``, ``filter``, ``auto_filter``."""

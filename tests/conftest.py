@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +15,7 @@ from cytepool.servers import moto_server
 from cytepool.testing import example_cube
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from cytepool import Cube
 
@@ -67,3 +69,55 @@ def s3_bucket(s3_options: dict[str, Any]) -> str:
     name = f"t-{uuid.uuid4().hex[:16]}"
     s3fs.S3FileSystem(**s3_options, skip_instance_cache=True).mkdir(name)
     return f"s3://{name}"
+
+
+@dataclass
+class ParsedHtml:
+    """What a notebook view holds: its tags in order, its link targets and its text, unescaped."""
+
+    tags: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
+    text: str = ""
+
+
+class _BalancedHtml(HTMLParser):
+    """Parses markup, failing on a tag closed out of order, left open, or written ``<tag/>``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parsed = ParsedHtml()
+        self.open: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.open.append(tag)
+        self.parsed.tags.append(tag)
+        if tag == "a":
+            self.parsed.links.append(dict(attrs)["href"] or "")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        msg = f"self-closing <{tag}/> in a view"
+        raise AssertionError(msg)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            msg = f"</{tag}> closes {self.open[-1] if self.open else 'nothing'}"
+            raise AssertionError(msg)
+        self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.parsed.text += data
+
+
+def parse_balanced_html(markup: str) -> ParsedHtml:
+    """Parse a view, asserting that every tag is closed in order."""
+    parser = _BalancedHtml()
+    parser.feed(markup)
+    parser.close()
+    assert not parser.open, f"tags left open: {parser.open}"
+    return parser.parsed
+
+
+@pytest.fixture(name="parse_html", scope="session")
+def parse_html_fixture() -> Callable[[str], ParsedHtml]:
+    """:func:`parse_balanced_html`, for the tests of notebook views (which cannot import this file)."""
+    return parse_balanced_html

@@ -40,6 +40,7 @@ from cytearc.artifacts.digests import (
     stored_digest,
 )
 from cytearc.artifacts.refs import DATASTORE_SCOPE, ArtifactRef
+from cytearc.artifacts.views import artifact_view, lineage_view
 from cytearc.engine.arrays import open_lazy, store_aligned
 from cytearc.errors import (
     ArtifactError,
@@ -193,6 +194,10 @@ class Artifact:
 
     def __repr__(self) -> str:
         return f"<Artifact {self.ref} ({self.provenance['operation']})>"
+
+    def _repr_html_(self) -> str:
+        """The artifact in a notebook: ref, operation, parameters, inputs, arrays, digests and lineage."""
+        return artifact_view(self)
 
 
 def _check_attrs(attrs: dict[str, Any], ref: ArtifactRef) -> None:
@@ -814,6 +819,10 @@ class Lineage:
 
     def __str__(self) -> str:
         return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        """The lineage in a notebook: the artifact, then the tree of the artifacts it was computed from."""
+        return lineage_view(self)
 
 
 def lineage(root: zarr.Group, ref: ArtifactRef | str) -> Lineage:

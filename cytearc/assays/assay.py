@@ -21,10 +21,13 @@ from cytearc.storage.counts import LAYOUT_ATTRIBUTE, source_compressor
 from cytearc.storage.damage import missing_units, read_region
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.nodes import DERIVED_ATTRIBUTE, child_group, child_node
+from cytepool._html import code, items, json_code, view
 
 if TYPE_CHECKING:
     import dask.array as da
     from zarr.abc.codec import BytesBytesCodec
+
+    from cytepool._html import Row
 
 __all__ = ["SUMMARIES", "Assay"]
 
@@ -293,3 +296,27 @@ class Assay:
 
     def __repr__(self) -> str:
         return f"<Assay {self.name} ({self.assayType}): {self._counts.shape[0]} cells x {self._counts.shape[1]} features, {self._counts.dtype}>"
+
+    def _repr_html_(self) -> str:
+        """The assay in a notebook: type, shape, storage layout and counts fingerprint (no value read)."""
+        n_cells, n_features = self.shape
+        derived = self.derived
+        transposed = self._counts_t
+        rows: list[Row] = [
+            ("type", self.assayType),
+            ("shape", f"{n_cells:,} cells x {n_features:,} features"),
+            ("dtype", self.dtype),
+            ("counts", _stored(self._counts)),
+            ("countsT", None if transposed is None else _stored(transposed)),
+            ("compressor", self.compressor or "none"),
+            ("counts fingerprint", code(self.content_fingerprint)),
+            ("feature columns", items(self.features.columns)),
+            ("derived", None if derived is None else json_code(derived)),
+            ("location", code(self.where)),
+        ]
+        return view(f"Assay {self.name}", rows)
+
+
+def _stored(array: zarr.Array[Any]) -> str:
+    """The shape of a stored count array's shards and chunks."""
+    return f"shards {tuple(array.shards or ())}, chunks {tuple(array.chunks)}"

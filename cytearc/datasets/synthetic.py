@@ -70,7 +70,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import scipy.sparse as sp
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from cytearc.errors import OperationArgumentError
 from cytearc.io.converters import SparseToZarr

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import numpy as np
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from cytearc._warnings import warn_user
 from cytearc.assays.types import RNA_TYPES, assay_for_feature_type, resolve_assay_type

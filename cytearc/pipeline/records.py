@@ -42,10 +42,13 @@ from typing import (
 )
 
 from cytearc.errors import PipelineRecordError
+from cytepool._html import code, items, json_code, mapping, table, view, when
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Self
+
+    from cytepool._html import Row
 
 __all__ = [
     "DISPOSITIONS",
@@ -475,6 +478,49 @@ class RunRecord(_Record):
                 "interruption", lambda name: doc.record(name, Interruption._read)
             ),
         }
+
+    def view_rows(self) -> list[Row]:
+        """The record as the labelled rows of a notebook view (see :mod:`cytepool._html`).
+
+        Returns
+        -------
+        list of Row
+            Run id, recipe, assay, label, status (with the error or
+            interruption), times, version, configuration and outputs.
+        """
+        label: object = self.label
+        if label is None and self.requested_label is not None:
+            label = f"{self.requested_label} (requested; claimed when the run completes)"
+        ended: object = None
+        if self.error is not None:
+            ended = json_code(f"{self.error.error_type}: {self.error.message}")
+        elif self.interruption is not None:
+            i = self.interruption
+            ended = f"{i.reason} by {i.by} at {when(i.at_ns)}"
+        finished = None
+        if self.finished_at_ns is not None:
+            seconds = (self.finished_at_ns - self.started_at_ns) / 1e9
+            finished = f"{when(self.finished_at_ns)} ({seconds:.1f} s)"
+        settled = self.complete or self.status == "running"
+        outputs = [(name, code(ref)) for name, ref in (self.outputs or {}).items()]
+        return [
+            ("run", code(self.run_id)),
+            ("recipe", self.recipe),
+            ("assay", self.assay),
+            ("label", label),
+            ("status", self.status if settled else f"{self.status} (incomplete)"),
+            ("ended by", ended),
+            ("started", when(self.started_at_ns)),
+            ("finished", finished),
+            ("cytearc version", self.cytearc_version),
+            ("configuration", mapping(self.config)),
+            ("outputs", table(outputs, header=("output", "ref")) if outputs else None),
+        ]
+
+    def _repr_html_(self) -> str:
+        """The run record in a notebook: its rows and the recipe's stages."""
+        stages = ("stages", items(self.stage_order))
+        return view(f"Run {self.run_id} ({self.recipe})", [*self.view_rows(), stages])
 
 
 @dataclass(frozen=True, kw_only=True)

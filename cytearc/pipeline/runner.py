@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-from tqdm import tqdm
+from dask.utils import format_bytes
+from tqdm.auto import tqdm
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact, planning_receipts
 from cytearc.errors import MissingArtifactError, RunNotFoundError
@@ -46,6 +47,7 @@ from cytearc.pipeline.records import (
 )
 from cytearc.pipeline.rss import RssSampler
 from cytearc.pipeline.snapshots import FrozenTable
+from cytepool._html import code, frame, view
 from cytepool._versions import package_version
 
 if TYPE_CHECKING:
@@ -176,6 +178,15 @@ class PipelineRun:
     def __repr__(self) -> str:
         r = self.record
         return f"<PipelineRun {r.run_id} {r.recipe} on {r.assay}: {r.status}, label {r.label!r}>"
+
+    def _repr_html_(self) -> str:
+        """The run in a notebook: its record, the table of its stages (:meth:`summary`) and its store."""
+        summary = self.summary()
+        peak = summary.pop("peak_rss_bytes")
+        summary.insert(3, "peak RSS", [format_bytes(int(b)) if pd.notna(b) else "" for b in peak])
+        stages = frame(summary, index=False, limit=len(summary), float_format="{:.2f}".format)
+        rows = [*self.record.view_rows(), ("stages", stages), ("store", code(self.ds.where))]
+        return view(f"PipelineRun {self.run_id} ({self.record.recipe})", rows)
 
 
 def _fields(assay: str, outputs: dict[str, str]) -> list[dict[str, JSON]]:

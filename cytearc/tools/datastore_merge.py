@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import zarr
 from dask.delayed import delayed
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.cluster import get_engine

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import dask.array as da
 import numpy as np
 
+from cytepool._html import code, items, json_code, table, view
 from cytepool._versions import package_version
 from cytepool.compute import compute
 from cytepool.cube.encoding import canonical_json, layer_type_word
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     import pandas as pd
+
+    from cytepool._html import Row
 
 __all__ = ["KNOWN_LAYERS", "Cube", "LayerArray"]
 
@@ -248,6 +251,41 @@ class Cube:
         kind = "bulk cube" if self.is_bulk else "cube"
         return f"<cytepool.Cube: {kind} of {g} groups x {s} samples x {f} features; layers {sorted(self._layers)}>"
 
+    def _repr_html_(self) -> str:
+        """The cube in a notebook: shape, fingerprint, layers, tables, cells, source and operations.
+
+        Nothing is computed: the fingerprint of a cube whose digests are not
+        known yet (made in memory, not yet written or fingerprinted) is said
+        to be so.
+        """
+        g, s, f = self.shape
+        known = None if self._digests is None else fingerprint(self._digests, shape=self.shape)
+        tables = self._tables
+        layers = [(n, x.dtype, _residence(x)) for n, x in sorted(self._layers.items())]
+        operations = [(op["operation"], json_code(op["parameters"])) for op in self._operations]
+        normalization = self._normalization
+        pooled = "none (bulk)" if self._n_cells is None else f"{int(self._n_cells.sum()):,}"
+        rows: list[Row] = [
+            ("shape", f"{g:,} groups x {s:,} samples x {f:,} features"),
+            (
+                "fingerprint",
+                code(known) if known else "not known yet (cube.fingerprint computes it)",
+            ),
+            ("location", None if self._location is None else code(self._location)),
+            ("layers", table(layers, header=("layer", "dtype", "values"))),
+            ("groups", items(tables["groups"].iloc[:, 0])),
+            ("samples", items(tables["samples"].iloc[:, 0])),
+            ("sample columns", items(tables["samples"].columns)),
+            ("features", items(tables["features"].iloc[:, 0])),
+            ("feature columns", items(tables["features"].columns)),
+            ("cells pooled", pooled),
+            ("normalization", None if normalization is None else json_code(normalization)),
+            ("source", json_code(self._origin["source"])),
+            ("operations", table(operations, header=("operation", "parameters"))),
+            ("made with", f"cytepool {self._origin['cytepool']['version']}"),
+        ]
+        return view(f"cytepool.Cube ({'bulk cube' if self.is_bulk else 'cube'})", rows)
+
     # -- identity -------------------------------------------------------------
 
     @property
@@ -271,9 +309,7 @@ class Cube:
             self._digests = digests
 
     def _compute_digests(self, *, progress: bool = False) -> Digests:
-        sources = self._digest_sources or {
-            n: as_layer_array(x) for n, x in self._layers.items()
-        }
+        sources = self._digest_sources or {n: as_layer_array(x) for n, x in self._layers.items()}
         names = sorted(sources)
         tasks = [layer_digest_tasks(sources[n]) for n in names]
         results = compute(*tasks, progress=progress)
@@ -460,6 +496,13 @@ class Cube:
         from cytepool.cube.operations import combine  # noqa: PLC0415
 
         return combine(self, axis=axis, mapping=mapping)
+
+
+def _residence(layer: LayerArray) -> str:
+    """Where a layer's values are: in memory, or lazy Dask blocks."""
+    if isinstance(layer, da.Array):
+        return f"lazy (Dask, {layer.npartitions} blocks of up to {layer.chunksize})"
+    return "in memory"
 
 
 def _parse_layers(layers: object, *, shape: tuple[int, int, int]) -> dict[str, LayerArray]:

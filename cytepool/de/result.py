@@ -5,18 +5,24 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pandas as pd
 
+from cytepool._html import Html, code, frame, items, json_code, view
+from cytepool._html import table as html_table
 from cytepool.errors import ResultFormatError, ResultMismatchError
 
 if TYPE_CHECKING:
     from os import PathLike
 
+    from cytepool._html import Row
     from cytepool.cube.cube import Cube
 
 __all__ = ["CubeSource", "EBayesPrior", "LimmaResult", "LimmaResults", "VoomTrend"]
+
+_FDR: Final = 0.05
+"""The adjusted p-value below which the repr and views of results count a gene as significant."""
 
 
 def _json_float(value: float) -> float | str:
@@ -204,6 +210,32 @@ def _digest_differences(
     return found or ["the cube's shape"]
 
 
+def _n_significant(table: pd.DataFrame) -> int:
+    """The genes of a top table at an adjusted p-value below ``_FDR``."""
+    return int((table["adj.P.Val"] < _FDR).sum())
+
+
+def _settings_rows(settings: Mapping[str, Any]) -> list[Row]:
+    """The test and the design of a result's settings, as rows of its view."""
+    test = {k: v for k, v in settings.get("test", {}).items() if v is not None}
+    name = test.pop("name", None)
+    design = settings.get("design")
+    columns = settings.get("design_columns")
+    return [
+        ("test", None if name is None else Html(f"{code(name)} {json_code(test)}")),
+        (
+            "design",
+            None if design is None else Html(f"{code(design)}, columns {items(columns or [])}"),
+        ),
+        ("normalization", settings.get("normalization")),
+    ]
+
+
+def _top(table: pd.DataFrame, n: int = 5) -> Html:
+    """The ``n`` genes of smallest p-value of a top table."""
+    return frame(table.sort_values("P.Value").head(n), float_format="{:.3g}".format)
+
+
 @dataclass(frozen=True, kw_only=True, eq=False)
 class LimmaResult:
     """One limma-voom fit: the top table, voom's output and what it was computed from.
@@ -273,11 +305,38 @@ class LimmaResult:
 
     def __repr__(self) -> str:
         where = "matrices" if self.cube is None else f"cube group {self.cube.group!r}"
-        n_sig = int((self.table["adj.P.Val"] < 0.05).sum())
+        n_sig = _n_significant(self.table)
         return (
             f"<LimmaResult: {self.settings.get('test', {}).get('name')!r} on {where}; "
             f"{len(self.table)} genes, {n_sig} at adj.P.Val < 0.05>"
         )
+
+    def _repr_html_(self) -> str:
+        """The result in a notebook: test, design, cube, samples, genes tested and significant, top genes."""
+        table = self.table
+        n_sig = _n_significant(table)
+        up = int(((table["adj.P.Val"] < _FDR) & (table["logFC"] > 0)).sum())
+        source = self.cube
+        dropped = None
+        if source is not None and source.samples_dropped:
+            dropped = html_table(list(source.samples_dropped.items()), header=("sample", "reason"))
+        rows: list[Row] = [
+            ("fitted on", "matrices" if source is None else f"cube group {source.group!r}"),
+            *_settings_rows(self.settings),
+            ("cube fingerprint", None if source is None else code(source.fingerprint)),
+            (
+                "samples",
+                f"{len(self.design):,}"
+                if source is None
+                else Html(f"{len(source.samples_used)}: {items(source.samples_used)}"),
+            ),
+            ("samples dropped", dropped),
+            ("genes tested", f"{len(table):,} of {len(self.kept):,} (the others filtered out)"),
+            ("significant", f"{n_sig:,} at adj.P.Val < {_FDR} ({up:,} up, {n_sig - up:,} down)"),
+            ("prior", f"df.prior {self.prior.df_prior:.3g}, s2.prior {self.prior.s2_prior:.3g}"),
+            ("top genes", _top(table)),
+        ]
+        return view(f"LimmaResult: {self.settings.get('test', {}).get('name')}", rows)
 
     def verify(self, cube: Cube) -> None:
         """Check that this result was computed from ``cube``.
@@ -407,6 +466,36 @@ class LimmaResults(Mapping[Hashable, LimmaResult]):
 
     def __repr__(self) -> str:
         return f"<LimmaResults: {len(self.results)} groups, {len(self.skipped)} skipped>"
+
+    def _repr_html_(self) -> str:
+        """The results in a notebook: test, design, cube, each group's genes tested and significant, top genes."""
+        fingerprints = sorted({r.cube.fingerprint for r in self.values() if r.cube is not None})
+        groups = [
+            (
+                group,
+                len(r.design),
+                f"{len(r.table):,}",
+                f"{_n_significant(r.table):,}",
+                r.table["P.Value"].idxmin() if len(r.table) else "",
+            )
+            for group, r in self.items()
+        ]
+        skipped = list(self.skipped.items())
+        rows: list[Row] = [
+            ("groups", f"{len(self.results)} fitted, {len(self.skipped)} skipped"),
+            *_settings_rows(self.settings),
+            ("cube fingerprint", items(code(f) for f in fingerprints) if fingerprints else None),
+            (
+                "per group",
+                html_table(
+                    groups,
+                    header=("group", "samples", "genes tested", f"adj.P.Val < {_FDR}", "top gene"),
+                ),
+            ),
+            ("skipped", html_table(skipped, header=("group", "reason")) if skipped else None),
+            ("top genes", _top(self.table())),
+        ]
+        return view(f"LimmaResults: {self.settings.get('test', {}).get('name')}", rows)
 
     def table(self) -> pd.DataFrame:
         """Every group's table, one after the other, with a first column ``group``.
