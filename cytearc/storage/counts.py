@@ -10,6 +10,7 @@ over the stored ``counts`` whose writers own whole ``countsT`` shards.
 from __future__ import annotations
 
 import json
+from concurrent.futures import CancelledError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 import zarr
 from dask.delayed import delayed
-from distributed import wait
+from distributed import Future, wait
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
@@ -35,6 +36,7 @@ from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
 from cytepool.codecs import compressor as named_compressor
 from cytepool.compute import compute
+from cytepool.errors import ClusterLostError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -63,6 +65,8 @@ __all__ = [
     "write_summaries",
 ]
 
+_BAND_ATTEMPTS: Final = 4
+"""How many times a band is sent, when the workers holding it are lost."""
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
 _ARRAY_CONFIG: Final = {"write_empty_chunks": False}
 """The codecs after ``bytes`` of ``countSummaries`` arrays: zstd with its frame checksum."""
@@ -552,7 +556,7 @@ class CountsWriter:
             band_rows = max(unit, min(band_rows, max_band_rows - max_band_rows % unit))
         self.band_rows = band_rows
         self._results: dict[int, Any] = {}
-        self._in_flight: list[Any] = []
+        self._in_flight: dict[Future[Any], tuple[int, np.ndarray | sp.csr_matrix, int]] = {}
         self._buffer: list[np.ndarray | sp.csr_matrix] = []
         self._buffered = 0
         self._next_row = 0
@@ -581,16 +585,44 @@ class CountsWriter:
         if self.engine is None or self.engine.client is None:
             self._results[first_row] = write_band(block, self.counts, first_row)
             return
+        self._submit(first_row, block, attempt=1)
+        limit = 2 * max(1, len(self.engine.client.scheduler_info()["workers"]))
+        while len(self._in_flight) >= limit:
+            self._collect(return_when="FIRST_COMPLETED")
+
+    def _submit(self, first_row: int, block: np.ndarray | sp.csr_matrix, *, attempt: int) -> None:
+        """Send a band to a worker; this process keeps it until the band's small result is back."""
+        assert self.engine is not None
+        assert self.engine.client is not None
         client = self.engine.client
         data = client.scatter(block, hash=False)
         future = client.submit(write_band, data, self.counts, first_row, pure=False)
-        self._results[first_row] = future
-        self._in_flight.append(future)
-        limit = 2 * max(1, len(client.scheduler_info()["workers"]))
-        if len(self._in_flight) >= limit:
-            with client.as_current():
-                _, pending = wait(self._in_flight, return_when="FIRST_COMPLETED")
-            self._in_flight = list(pending)
+        self._in_flight[future] = (first_row, block, attempt)
+
+    def _collect(self, *, return_when: str) -> None:
+        """Keep the results of finished bands; send again a band whose worker was lost.
+
+        A scattered band lives on one worker: when that worker dies, Dask
+        cannot run the band's write again and cancels it, so the band is sent
+        again from this process (its chunk writes are idempotent).
+        """
+        assert self.engine is not None
+        assert self.engine.client is not None
+        try:
+            with self.engine.client.as_current():
+                done, _ = wait(list(self._in_flight), return_when=return_when)
+        except CancelledError:  # distributed's wait raises when a future was cancelled
+            done = {future for future in self._in_flight if future.done()}
+        for future in done:
+            first_row, block, attempt = self._in_flight.pop(future)
+            if future.status == "finished":
+                self._results[first_row] = future.result()
+            elif future.status == "cancelled" and attempt < _BAND_ATTEMPTS:
+                self._submit(first_row, block, attempt=attempt + 1)
+            else:
+                future.result()  # raises the band's error (KilledWorker after repeated losses)
+                msg = f"{self.where}: band {first_row} was lost {attempt} times with its worker"
+                raise ClusterLostError(msg)
 
     def append(self, block: np.ndarray | sp.csr_matrix) -> None:
         """Add the next rows, in order; whole bands are written as soon as they are complete.
@@ -635,17 +667,14 @@ class CountsWriter:
         if self._buffered:
             msg = f"{self.where}: {self._buffered} rows appended after row {self._next_row} do not reach the end ({self.shape[0]})"
             raise ShardAlignmentError(msg)
+        while self._in_flight:
+            self._collect(return_when="ALL_COMPLETED")
         starts = sorted(self._results)
         expected = list(range(0, self.shape[0], self.band_rows))
         if starts != expected:
             msg = f"{self.where}: bands written start at {starts[:5]}..., expected every multiple of {self.band_rows} below {self.shape[0]}"
             raise ShardAlignmentError(msg)
-        if self.engine is None or self.engine.client is None:
-            return self.complete([self._results[s] for s in starts], transpose=transpose)
-        with self.engine.client.as_current():
-            wait(list(self._results.values()))
-        gathered = self.engine.client.gather([self._results[s] for s in starts])
-        return self.complete(list(gathered), transpose=transpose)
+        return self.complete([self._results[s] for s in starts], transpose=transpose)
 
     def complete(self, results: Sequence[Any], *, transpose: bool) -> CountsWritten:
         """Combine band results (in row order) into identity and summaries; write ``countsT``.
