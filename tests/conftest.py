@@ -32,6 +32,9 @@ LONGEST_FIRST = (
     "tests/cytearc/io/test_export.py",
     "tests/harness/test_kill_points.py",
     "tests/cytearc/io/test_remote_sources.py",
+    "tests/test_notebooks.py",
+    "tests/cytearc/engine/test_worker_loss.py",
+    "tests/deploy/test_simulated_cluster.py",
 )
 """Files that take a minute or more on 2 cores: started first, so that ``--dist loadfile``
 does not leave one worker running a long file alone at the end."""
