@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any, Final, cast
 import dask
 from dask.base import compute as dask_compute
 from dask.delayed import Delayed, delayed
-from dask.diagnostics.progress import ProgressBar
 from dask.system import CPU_COUNT
 from distributed import Client, default_client, wait
 from distributed import progress as cluster_progress
 from distributed.diagnostics.plugin import WorkerPlugin
 from threadpoolctl import ThreadpoolController, threadpool_limits
+from tqdm.auto import tqdm
+from tqdm.dask import TqdmCallback
 
 from cytepool.errors import ClusterConnectError, ClusterLostError, CytePoolError
 
@@ -192,8 +193,8 @@ def compute(
         Threads of the pool of the threaded scheduler; by default Dask's
         ``num_workers`` setting, else the number of CPUs.
     progress
-        Show a progress bar: distributed's on a cluster, Dask's on standard
-        error otherwise.
+        Show a progress bar: distributed's on a cluster, tqdm's otherwise
+        (a widget in a notebook, a bar on standard error in a terminal).
 
     Returns
     -------
@@ -254,7 +255,8 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
 
 @contextlib.contextmanager
 def _local_progress(*, progress: bool) -> Iterator[None]:
-    with ProgressBar(out=sys.stderr) if progress else contextlib.nullcontext():
+    bar = TqdmCallback(tqdm_class=tqdm, desc="compute", unit="task", file=sys.stderr)
+    with bar if progress else contextlib.nullcontext():
         yield
 
 

@@ -232,7 +232,7 @@ def aligned_rows(
     if per_shard > budget:
         msg = (
             f"one shard of {shard_rows} rows needs {format_bytes(int(per_shard))} with working "
-            f"copies, more than the {format_bytes(budget)} a worker has; raise mem_budget, use "
+            f"copies, more than the {format_bytes(budget)} a worker has; raise mem_budget (on a cluster CyteArc did not start: the workers' --memory-limit), use "
             "fewer workers, or a smaller layout"
         )
         raise MemBudgetError(msg)

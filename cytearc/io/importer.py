@@ -399,7 +399,7 @@ def _fit_layout(
     kind = "the given layout" if explicit else "the default layout"
     msg = (
         f"{where}: {kind} {layout.to_json()} does not fit a worker's memory ({budget} bytes); "
-        f"{hint}: pass layout=CountLayout(...) with it, or raise mem_budget"
+        f"{hint}: pass layout=CountLayout(...) with it, or raise mem_budget (on a cluster CyteArc did not start: the workers' --memory-limit)"
     )
     raise MemBudgetError(msg)
 

@@ -447,7 +447,7 @@ def fit_layout(
     candidate = layout
     while not layout_fits(candidate, shape=shape, dtype=dtype, budget=budget):
         if candidate.chunk_bytes <= 1 and candidate.unit_bytes <= 1:
-            msg = f"{where}: no halving of the layout {layout.to_json()} fits a worker's memory ({budget} bytes), not even shards of one row; raise mem_budget"
+            msg = f"{where}: no halving of the layout {layout.to_json()} fits a worker's memory ({budget} bytes), not even shards of one row; raise mem_budget (on a cluster CyteArc did not start: the workers' --memory-limit)"
             raise MemBudgetError(msg)
         candidate = candidate.halved()
     return candidate

@@ -12,7 +12,7 @@ from distributed import Client, LocalCluster, get_task_stream
 
 from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
-from cytearc.errors import EngineConfigError
+from cytearc.errors import EngineConfigError, MemBudgetError
 from cytepool.testing import free_port
 
 if TYPE_CHECKING:
@@ -144,3 +144,35 @@ def test_unreachable_cluster_is_a_named_error(clean_engine: None, tmp_path: Path
         pytest.raises(EngineConfigError, match=r"no Dask scheduler answered at tcp://127\.0\.0\.1"),
     ):
         get_engine(cluster=f"tcp://127.0.0.1:{free_port()}")
+
+
+def test_workers_with_too_little_memory_are_refused_before_a_write(
+    clean_engine: None, tmp_path: Path
+) -> None:
+    """On a cluster whose workers have less memory than one shard needs, the import refuses first.
+
+    The plan reads the workers' memory limit from the scheduler (here 8 MiB)
+    and raises MemBudgetError naming it; the destination is never created,
+    and no task ran (so no worker could loop running out of memory).
+    """
+    from cytearc.datasets import write_store  # noqa: PLC0415
+
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            memory_limit="8MiB",
+            processes=False,
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        destination = tmp_path / "small.zarr"
+        with (
+            get_task_stream(client=client) as stream,
+            pytest.raises(MemBudgetError, match=r"fit a worker's memory \(8388608 bytes\)") as info,
+        ):
+            write_store(destination, n_cells=3000, n_genes=4000, cluster=client)
+        assert "the workers' --memory-limit" in str(info.value)
+        assert not destination.exists()
+        assert stream.data == []
