@@ -613,11 +613,17 @@ class CountsWriter:
                 done, _ = wait(list(self._in_flight), return_when=return_when)
         except CancelledError:  # distributed's wait raises when a future was cancelled
             done = {future for future in self._in_flight if future.done()}
-        for future in done:
+        finished = [future for future in done if future.status == "finished"]
+        try:
+            results = self.engine.client.gather(finished)
+        except CancelledError:  # a result was lost with its worker since: the next call resends
+            return
+        for future, result in zip(finished, results, strict=True):
+            first_row, _, _ = self._in_flight.pop(future)
+            self._results[first_row] = result
+        for future in set(done).difference(finished):
             first_row, block, attempt = self._in_flight.pop(future)
-            if future.status == "finished":
-                self._results[first_row] = future.result()
-            elif future.status == "cancelled" and attempt < _BAND_ATTEMPTS:
+            if future.status == "cancelled" and attempt < _BAND_ATTEMPTS:
                 self._submit(first_row, block, attempt=attempt + 1)
             else:
                 future.result()  # raises the band's error (KilledWorker after repeated losses)

@@ -25,8 +25,9 @@ import pytest
 from distributed import Client
 
 from cytearc import DataStore
-from cytearc.datasets import write_store
+from cytearc.datasets.synthetic import Params, write_dataset
 from cytearc.engine.cluster import get_engine, shutdown
+from cytearc.io.detect import import_data
 from cytearc.storage.layout import CountLayout
 from cytepool import read_cube, write_cube
 from cytepool.errors import ClusterLostError
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 SMALL: Final = CountLayout(unit_bytes=2**16, chunk_bytes=2**12)
 KILLS_PER_WRITER: Final = 5
-DATA: Final = {"n_cells": 700, "n_genes": 520, "layout": SMALL, "show_progress": False}
+IMPORT: Final = {"layout": SMALL, "show_progress": False}
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with scheduler_processes(tmp_path_factory.mktemp("workers"), n_workers=2) as address:
         yield address
     shutdown()
+
+
+def _source(folder: Path) -> Path:
+    """A synthetic H5AD file, and ``source.zarr`` imported from it on threads."""
+    write_dataset(Params(n_cells=700, n_genes=520, seed=0), folder / "h5ad", show_progress=False)
+    source = folder / "h5ad" / "data.h5ad"
+    import_data(source, folder / "source.zarr", cluster="threads", **IMPORT)
+    return source
 
 
 @contextlib.contextmanager
@@ -90,15 +99,20 @@ def _pooled(ds: DataStore, out: Path) -> str:
 
 
 def _writers(tmp_path: Path, source: Path, cluster: object) -> dict[str, Callable[[int], Any]]:
-    """Each writer run on ``cluster``, returning what must not change; ``i`` names its outputs."""
+    """Each writer run on ``cluster``, returning what must not change; ``i`` names its outputs.
+
+    ``source`` is the H5AD file that ``source.zarr``, two folders up, was imported from.
+    """
     tmp_path.mkdir(exist_ok=True)
-    ds = DataStore(source, zarr_mode="r+", cluster=cluster, show_progress=False)
+    ds = DataStore(
+        source.parent.parent / "source.zarr", zarr_mode="r+", cluster=cluster, show_progress=False
+    )
     _pooled(ds, tmp_path / "pooled.cube.zarr")
     cube = read_cube(tmp_path / "pooled.cube.zarr")
 
     def imported(i: int) -> tuple[str, str]:
-        path = write_store(tmp_path / f"import-{i}.zarr", cluster=cluster, **DATA)
-        store = DataStore(path, cluster="threads")
+        result = import_data(source, tmp_path / f"import-{i}.zarr", cluster=cluster, **IMPORT)
+        store = DataStore(result.path, cluster="threads")
         assert store.verify().ok
         return store.dataset_fingerprint, store.RNA.content_fingerprint
 
@@ -123,7 +137,7 @@ def test_killed_workers_lose_nothing(cluster: str, tmp_path: Path) -> None:
     The kill moments are drawn uniformly over each writer's undisturbed run
     time on the cluster, so they fall while tasks read, compute and write.
     """
-    source = write_store(tmp_path / "source.zarr", cluster="threads", **DATA)
+    source = _source(tmp_path)
     on_threads = _writers(tmp_path / "threads", source, "threads")
     reference = {name: writer(0) for name, writer in on_threads.items()}
     on_cluster = _writers(tmp_path / "cluster", source, cluster)
@@ -138,7 +152,7 @@ def test_killed_workers_lose_nothing(cluster: str, tmp_path: Path) -> None:
                 result = writer(i)
             kills += len(killed)
             assert result == reference[name], f"{name}, kill point {i}"
-        assert DataStore(source, cluster="threads").verify().ok
+        assert DataStore(tmp_path / "source.zarr", cluster="threads").verify().ok
     assert kills >= 4 * KILLS_PER_WRITER * 3 // 4, f"only {kills} kills landed during a run"
     with Client(cluster, set_as_default=False) as client:
         client.wait_for_workers(2, timeout=60)
@@ -152,7 +166,7 @@ def _normalize_until_it_fails(ds: DataStore) -> None:
 @pytest.mark.slow
 def test_a_lost_scheduler_is_a_named_error_and_publishes_nothing(tmp_path: Path) -> None:
     """SIGKILL of the scheduler during normalize raises ClusterLostError; no artifact is published."""
-    source = write_store(tmp_path / "source.zarr", cluster="threads", **DATA)
+    source = _source(tmp_path).parent.parent / "source.zarr"
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     python = [sys.executable, "-m"]
