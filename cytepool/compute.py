@@ -34,6 +34,7 @@ from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
 from distributed import Client, default_client, wait
 from distributed import progress as cluster_progress
+from distributed.client import ClosedClientError
 from distributed.diagnostics.plugin import WorkerPlugin
 from threadpoolctl import ThreadpoolController, threadpool_limits
 from tqdm.auto import tqdm
@@ -235,6 +236,13 @@ def compute(
 
 def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool) -> tuple[Any, ...]:
     """Compute on ``client``, awaiting every future before any result or error is returned."""
+    address = getattr(client.scheduler, "address", None)
+    remedy = (
+        "nothing was published - restart the scheduler (its log says why it stopped) and run again"
+    )
+    if client.status == "closed":
+        msg = f"the client's Dask scheduler is gone (the client is closed); {remedy}"
+        raise ClusterLostError(msg)
     try:
         limit_blas_threads(client)
         with client.as_current():
@@ -243,12 +251,12 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
                 cluster_progress(futures)
             wait(futures)
             return tuple(client.gather(futures))
-    except (CancelledError, OSError) as error:
-        if client.status == "running" and not isinstance(error, CancelledError):
+    except (CancelledError, OSError, ClosedClientError) as error:
+        if client.status == "running":
             raise
         msg = (
-            f"the Dask scheduler of {client} was lost while the computation ran ({type(error).__name__}: "
-            f"{error}); nothing it wrote was published - restart the scheduler and run again"
+            f"the Dask scheduler at {address} was lost while the computation ran "
+            f"({type(error).__name__}); {remedy}"
         )
         raise ClusterLostError(msg) from error
 

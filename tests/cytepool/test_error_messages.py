@@ -19,10 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import zarr
+from distributed import Client, LocalCluster
 
 from cytepool import Cube, errors, limma_voom, read_cube, verify_chain, write_cube
 from cytepool.cli import main
-from cytepool.compute import compute
+from cytepool.compute import compute, connect
 from cytepool.cube.demo import demo_cube
 from cytepool.de import LimmaResult, LimmaResults
 
@@ -39,6 +40,8 @@ BUILTINS: dict[type[Exception], type[Exception]] = {
     errors.CubeExistsError: FileExistsError,
     errors.CubeNotFoundError: FileNotFoundError,
     errors.ResultExistsError: FileExistsError,
+    errors.ClusterConnectError: ConnectionError,
+    errors.ClusterLostError: ConnectionError,
 }
 """The builtin each class refines besides ValueError, as errors.py documents."""
 
@@ -344,6 +347,27 @@ def _cytepool(given: Fixture) -> object:
     return compute(given.cube.layers["counts"].sum(), n_threads=0)
 
 
+@case(
+    errors.ClusterConnectError,
+    r"cluster: the scheduler file <dir>/scheduler\.json does not exist; start the scheduler "
+    r"with `dask scheduler --scheduler-file` first, or give its address \(tcp://HOST:8786\)",
+)
+def _cluster_connect(given: Fixture) -> object:
+    return connect(str(given.directory / "scheduler.json"))
+
+
+@case(
+    errors.ClusterLostError,
+    r"the client's Dask scheduler is gone \(the client is closed\); nothing was published - "
+    r"restart the scheduler \(its log says why it stopped\) and run again",
+)
+def _cluster_lost(given: Fixture) -> object:
+    cluster = LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    with Client(cluster, set_as_default=False) as client:
+        cluster.close()
+        return compute(given.cube.layers["counts"].sum(), client=client)
+
+
 # --- the tests ------------------------------------------------------------
 
 
@@ -390,7 +414,8 @@ def test_errors_subclass_the_root_and_their_builtin() -> None:
     assert set(BUILTINS) <= _classes()
     cube = {c for c in _classes() if issubclass(c, errors.CubeError)}
     limma = {c for c in _classes() if issubclass(c, errors.LimmaError)}
+    cluster = {errors.ClusterConnectError, errors.ClusterLostError}
     assert not cube & limma
-    assert cube | limma | {errors.CytePoolError} == _classes()
+    assert cube | limma | cluster | {errors.CytePoolError} == _classes()
     assert {errors.CubeShapeError, errors.ChainVerificationError, errors.NegativeValueError} <= cube
     assert {errors.DesignError, errors.ResultExistsError, errors.ResultMismatchError} <= limma
