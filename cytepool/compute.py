@@ -35,6 +35,7 @@ from dask.system import CPU_COUNT
 from distributed import Client, default_client, wait
 from distributed import progress as cluster_progress
 from distributed.client import ClosedClientError
+from distributed.comm.core import CommClosedError
 from distributed.diagnostics.plugin import WorkerPlugin
 from threadpoolctl import ThreadpoolController, threadpool_limits
 from tqdm.auto import tqdm
@@ -252,7 +253,8 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
             wait(futures)
             return tuple(client.gather(futures))
     except (CancelledError, OSError, ClosedClientError) as error:
-        if client.status == "running":
+        lost = isinstance(error, CommClosedError | ClosedClientError) or client.status != "running"
+        if not lost:  # a task's own error (raised again by gather), or a future cancelled by a user
             raise
         msg = (
             f"the Dask scheduler at {address} was lost while the computation ran "

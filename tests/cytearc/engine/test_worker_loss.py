@@ -181,6 +181,7 @@ def test_a_lost_scheduler_is_a_named_error_and_publishes_nothing(tmp_path: Path)
     ):
         ds = DataStore(source, zarr_mode="r+", cluster=address, show_progress=False)
         before = ds.list_artifacts()
+        assert ds.engine.compute(dask.delayed(int)("1")) == (1,)  # connected before the kill
         assert processes.scheduler is not None
         timer = threading.Timer(0.5, processes.scheduler.send_signal, (signal.SIGKILL,))
         timer.start()
