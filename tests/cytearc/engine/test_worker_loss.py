@@ -134,8 +134,9 @@ def _writers(tmp_path: Path, source: Path, cluster: object) -> dict[str, Callabl
 def test_killed_workers_lose_nothing(cluster: str, tmp_path: Path) -> None:
     """At 20 random kill points across four writers, every result equals the threaded one.
 
-    The kill moments are drawn uniformly over each writer's undisturbed run
-    time on the cluster, so they fall while tasks read, compute and write.
+    The kill moments are drawn uniformly over the first 80 % of each writer's
+    undisturbed run time on the cluster, so they fall while tasks read,
+    compute and write.
     """
     source = _source(tmp_path)
     on_threads = _writers(tmp_path / "threads", source, "threads")
@@ -148,7 +149,8 @@ def test_killed_workers_lose_nothing(cluster: str, tmp_path: Path) -> None:
         assert writer(0) == reference[name], name
         duration = time.monotonic() - start
         for i in range(1, KILLS_PER_WRITER + 1):
-            with kill_a_worker(cluster, after=rng.uniform(0.0, duration), rng=rng) as killed:
+            after = rng.uniform(0.0, 0.8 * duration)
+            with kill_a_worker(cluster, after=after, rng=rng) as killed:
                 result = writer(i)
             kills += len(killed)
             assert result == reference[name], f"{name}, kill point {i}"
