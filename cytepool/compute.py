@@ -48,7 +48,17 @@ if TYPE_CHECKING:
 
     from distributed import Worker
 
-__all__ = ["OneBlasThread", "compute", "connect", "current_client", "limit_blas_threads"]
+__all__ = [
+    "CLUSTER_VARIABLE",
+    "OneBlasThread",
+    "compute",
+    "connect",
+    "current_client",
+    "limit_blas_threads",
+]
+
+CLUSTER_VARIABLE: Final = "CYTEARC_CLUSTER"
+"""The environment variable naming the cluster to compute on when none is given."""
 
 _THREADED: Final = (None, "threads", "threading")
 _DISTRIBUTED: Final = (None, "dask.distributed", "distributed")
@@ -110,10 +120,6 @@ def limit_blas_threads(client: Client) -> None:
             return
         client.register_plugin(OneBlasThread(), name=_PLUGIN_NAME)
         _registered.add(client)
-
-
-CLUSTER_VARIABLE: Final = "CYTEARC_CLUSTER"
-"""The environment variable naming the cluster to compute on when none is given."""
 
 
 def connect(cluster: str, *, timeout: str | float | None = None) -> Client:
