@@ -65,16 +65,13 @@ def engine_rows(*, cluster: object, mem_budget: object, workers: object) -> list
             ("dashboard", _dashboard(running)),
         ]
     if isinstance(cluster, str):
-        # The engine module keeps one engine per address; reading it connects nothing.
-        external = engine_cluster._external.get(cluster)
-        dashboard = _dashboard(external)
+        dashboard = _dashboard(engine_cluster.running_engine(cluster))
         state = "connected" if dashboard else "connected on the first computation"
         return [
             ("engine", Html(f"the cluster at {code(cluster)}{text(named)}, {state}")),
             ("dashboard", dashboard),
         ]
-    # The process's local cluster, if one runs; reading it starts nothing.
-    local = engine_cluster._local
+    local = engine_cluster.running_engine()
     dashboard = _dashboard(local)
     if dashboard is not None and local is not None:
         return [

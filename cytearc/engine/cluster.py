@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     import contextlib
     from collections.abc import Sequence
 
-__all__ = ["CLUSTER_VARIABLE", "Engine", "get_engine", "shutdown", "start_local_cluster"]
+__all__ = [
+    "CLUSTER_VARIABLE",
+    "Engine",
+    "get_engine",
+    "running_engine",
+    "shutdown",
+    "start_local_cluster",
+]
 
 
 _lock = threading.Lock()
@@ -203,6 +210,27 @@ def get_engine(
         _local = Engine(client=client, budget=budget, local=local)
         print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
         return _local
+
+
+def running_engine(cluster: str | None = None) -> Engine | None:
+    """The engine already running in this process for ``cluster``, without starting or reaching one.
+
+    Parameters
+    ----------
+    cluster
+        A scheduler address or scheduler file (an engine :func:`get_engine`
+        connected to), or None for the process's local cluster.
+
+    Returns
+    -------
+    Engine or None
+        The engine, or None when none runs (its client closed, or never made).
+    """
+    with _lock:
+        engine = _local if cluster is None else _external.get(cluster)
+    if engine is None or engine.client is None or engine.client.status != "running":
+        return None
+    return engine
 
 
 def start_local_cluster(

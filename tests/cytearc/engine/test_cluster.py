@@ -176,3 +176,16 @@ def test_workers_with_too_little_memory_are_refused_before_a_write(
         assert "the workers' --memory-limit" in str(info.value)
         assert not destination.exists()
         assert stream.data == []
+
+
+def test_running_engine_starts_and_reaches_nothing(clean_engine: None, tcp_client: Client) -> None:
+    """running_engine finds an engine get_engine made, and None for one never made or shut down."""
+    address = tcp_client.scheduler.address
+    assert engine_cluster.running_engine(address) is None
+    assert engine_cluster.running_engine() is None
+    engine = get_engine(cluster=address)
+    assert engine_cluster.running_engine(address) is engine
+    assert engine_cluster.running_engine() is None
+    assert engine_cluster._local is None
+    shutdown()
+    assert engine_cluster.running_engine(address) is None
