@@ -595,7 +595,15 @@ class CountsWriter:
         assert self.engine is not None
         assert self.engine.client is not None
         client = self.engine.client
-        data = client.scatter(block, hash=False)
+        for tries in range(1, _BAND_ATTEMPTS + 1):
+            try:
+                data = client.scatter(block, hash=False)
+                break
+            except (OSError, CancelledError) as error:  # the worker it went to died meanwhile
+                if client.status != "running" or tries == _BAND_ATTEMPTS:
+                    msg = f"{self.where}: band {first_row} could not be sent to a worker ({type(error).__name__}: {error})"
+                    raise ClusterLostError(msg) from error
+                client.wait_for_workers(1, timeout=60)
         future = client.submit(write_band, data, self.counts, first_row, pure=False)
         self._in_flight[future] = (first_row, block, attempt)
 
