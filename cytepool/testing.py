@@ -27,8 +27,11 @@ if TYPE_CHECKING:
 
     from dask.typing import Key
 
+    from cytepool.servers import DaskProcesses
+
 __all__ = [
     "assert_cube_equal",
+    "dask_cluster_processes",
     "every_kind_table",
     "example_cube",
     "free_port",
@@ -168,6 +171,39 @@ def wait_for_port(port: int, *, timeout: float = 30.0) -> None:
 
 
 @contextlib.contextmanager
+def dask_cluster_processes(
+    directory: Path,
+    *,
+    nannies: Sequence[bool] = (True, True),
+    memory_limit: str = "1GiB",
+    env: Mapping[str, str] | None = None,
+) -> Iterator[DaskProcesses]:
+    """Start ``dask scheduler`` and one ``dask worker`` per entry of ``nannies`` on 127.0.0.1.
+
+    Each worker has one thread, ``memory_limit`` and its scratch space in
+    ``directory``; a ``False`` in ``nannies`` starts that worker with
+    ``--no-nanny`` (without the nanny's one-thread BLAS environment). ``env``
+    is the processes' environment (this process's by default). They are
+    terminated (then killed) on exit, with
+    :func:`cytepool.servers.dask_processes`.
+    """
+    from cytepool.servers import dask_processes  # noqa: PLC0415 (servers imports this module)
+
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    python = [sys.executable, "-m"]
+    scheduler = [*python, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port"]
+    scheduler += [str(port), "--dashboard-address", f"127.0.0.1:{free_port()}"]
+    worker = [*python, "distributed.cli.dask_worker", address, "--nthreads", "1"]
+    worker += ["--memory-limit", memory_limit, "--local-directory", str(directory)]
+    worker += ["--no-dashboard"]
+    workers = [worker if nanny else [*worker, "--no-nanny"] for nanny in nannies]
+    environment = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore"}
+    with dask_processes(scheduler, workers, address=address, env=environment) as processes:
+        yield processes
+
+
+@contextlib.contextmanager
 def scheduler_processes(
     directory: Path,
     *,
@@ -176,42 +212,12 @@ def scheduler_processes(
     nanny: bool = True,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[str]:
-    """Start a Dask scheduler and workers as separate processes on 127.0.0.1; yield its address.
+    """Start a Dask scheduler and ``n_workers`` workers as separate processes; yield its address.
 
-    The processes are terminated (then killed) on exit, with
-    :func:`cytepool.servers.dask_processes`. Worker scratch space goes to
-    ``directory``; ``nanny=False`` starts the workers as ``dask worker
-    --no-nanny`` does (without the nanny's one-thread BLAS environment);
-    ``env`` is their environment (this process's by default).
+    :func:`dask_cluster_processes` with ``n_workers`` workers alike.
     """
-    from cytepool.servers import dask_processes  # noqa: PLC0415 (servers imports this module)
-
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    python = [sys.executable, "-m"]
-    scheduler = [
-        *python,
-        "distributed.cli.dask_scheduler",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dashboard-address",
-        f"127.0.0.1:{free_port()}",
-    ]
-    worker = [
-        *python,
-        "distributed.cli.dask_worker",
-        address,
-        "--nthreads",
-        "1",
-        "--memory-limit",
-        memory_limit,
-        "--local-directory",
-        str(directory),
-        "--no-dashboard",
-        *([] if nanny else ["--no-nanny"]),
-    ]
-    environment = {**(os.environ if env is None else env), "PYTHONWARNINGS": "ignore"}
-    with dask_processes(scheduler, [worker] * n_workers, address=address, env=environment):
-        yield address
+    nannies = (nanny,) * n_workers
+    with dask_cluster_processes(
+        directory, nannies=nannies, memory_limit=memory_limit, env=env
+    ) as processes:
+        yield processes.address

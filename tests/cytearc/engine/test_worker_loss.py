@@ -15,7 +15,6 @@ import contextlib
 import os
 import random
 import signal
-import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Final
@@ -31,8 +30,7 @@ from cytearc.io.detect import import_data
 from cytearc.storage.layout import CountLayout
 from cytepool import read_cube, write_cube
 from cytepool.errors import ClusterLostError
-from cytepool.servers import dask_processes
-from cytepool.testing import free_port, scheduler_processes
+from cytepool.testing import dask_cluster_processes, scheduler_processes
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -169,18 +167,11 @@ def _normalize_until_it_fails(ds: DataStore) -> None:
 def test_a_lost_scheduler_is_a_named_error_and_publishes_nothing(tmp_path: Path) -> None:
     """SIGKILL of the scheduler during normalize raises ClusterLostError; no artifact is published."""
     source = _source(tmp_path).parent.parent / "source.zarr"
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    python = [sys.executable, "-m"]
-    scheduler = [*python, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port"]
-    scheduler += [str(port), "--dashboard-address", f"127.0.0.1:{free_port()}"]
-    worker = [*python, "distributed.cli.dask_worker", address, "--nthreads", "1"]
-    worker += ["--memory-limit", "1GiB", "--no-dashboard", "--local-directory", str(tmp_path)]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     with (
         dask.config.set({"distributed.comm.timeouts.connect": "3s"}),
-        dask_processes(scheduler, [worker, worker], address=address, env=env) as processes,
+        dask_cluster_processes(tmp_path) as processes,
     ):
+        address = processes.address
         ds = DataStore(source, zarr_mode="r+", cluster=address, show_progress=False)
         before = ds.list_artifacts()
         assert ds.engine.compute(dask.delayed(int)("1")) == (1,)  # connected before the kill

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 from typing import TYPE_CHECKING, Any
 
 import dask
@@ -22,8 +21,7 @@ from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks
 from cytearc.utils.moments import ColumnMoments
-from cytepool.servers import dask_processes
-from cytepool.testing import free_port, raise_if_dask_computes, tree_snapshot
+from cytepool.testing import dask_cluster_processes, raise_if_dask_computes, tree_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -166,15 +164,8 @@ def worker_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """
     folder = tmp_path_factory.mktemp("workers")
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    env["PYTHONWARNINGS"] = "ignore"
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
-    scheduler += ["--port", str(port), "--dashboard-address", f"127.0.0.1:{free_port()}"]
-    worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1"]
-    worker += ["--memory-limit", "1GiB", "--local-directory", str(folder), "--no-dashboard"]
-    with dask_processes(scheduler, [worker, [*worker, "--no-nanny"]], address=address, env=env):
-        yield address
+    with dask_cluster_processes(folder, nannies=(True, False), env=env) as processes:
+        yield processes.address
 
 
 @pytest.fixture(scope="module")
