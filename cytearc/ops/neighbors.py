@@ -8,6 +8,8 @@ simplicial set (the connectivities, as scanpy computes them), seeded.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import warnings
 from typing import TYPE_CHECKING, Final
@@ -88,8 +90,22 @@ def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(indices, dtype=np.int64), np.asarray(distances, dtype=np.float64)
 
 
+_COMPILED: Final = {
+    "umap.umap_": ("smooth_knn_dist", "compute_membership_strengths"),
+    "umap.layouts": ("_nb_optimize_layout_euclidean_single_epoch", "clip", "rdist"),
+    "umap.utils": ("tau_rand", "tau_rand_int"),
+}
+"""UMAP's numba functions that the graph and the embedding compile, by module."""
+
+
+@functools.cache
 def umap_module() -> ModuleType:
     """``umap.umap_``, imported without its warning about the optional TensorFlow.
+
+    The numba functions of :data:`_COMPILED` keep their machine code in
+    numba's on-disk cache (``cache=True``, which umap-learn does not set), so
+    only the first process on a machine pays their ten seconds of
+    compilation; where no cache folder is writable they compile as before.
 
     Returns
     -------
@@ -100,7 +116,15 @@ def umap_module() -> ModuleType:
         warnings.filterwarnings(
             "ignore", message="Tensorflow not installed", category=ImportWarning
         )
-        return importlib.import_module("umap.umap_")
+        module = importlib.import_module("umap.umap_")
+    for name, functions in _COMPILED.items():
+        namespace = vars(importlib.import_module(name))
+        for function in functions:
+            dispatcher = namespace.get(function)
+            if dispatcher is not None and hasattr(dispatcher, "enable_caching"):
+                with contextlib.suppress(RuntimeError):  # numba found no writable cache folder
+                    dispatcher.enable_caching()
+    return module
 
 
 def connectivities(indices: np.ndarray, distances: np.ndarray, *, seed: int) -> sp.csr_matrix:

@@ -58,20 +58,19 @@ def _source(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def kill_a_worker(address: str, *, after: float, rng: random.Random) -> Iterator[list[int]]:
+def kill_a_worker(client: Client, *, after: float, rng: random.Random) -> Iterator[list[int]]:
     """SIGKILL one worker process (not its nanny) ``after`` seconds into the block; yield the pids killed.
 
-    The nanny starts a new worker; the next run does not wait for it.
+    The worker pids are read before the block starts, so the kill lands at its
+    moment however long a connection takes. The nanny starts a new worker; the
+    next run does not wait for it.
     """
+    pids = sorted(client.run(os.getpid, on_error="ignore").values())
     killed: list[int] = []
     done = threading.Event()
 
     def kill() -> None:
-        if done.wait(after):
-            return
-        with Client(address, set_as_default=False) as client:
-            pids = sorted(client.run(os.getpid).values())
-        if pids and not done.is_set():
+        if not done.wait(after) and pids:
             pid = rng.choice(pids)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -142,20 +141,20 @@ def test_killed_workers_lose_nothing(cluster: str, tmp_path: Path) -> None:
     on_cluster = _writers(tmp_path / "cluster", source, cluster)
     rng = random.Random(20261202)
     kills = 0
-    for name, writer in on_cluster.items():
-        start = time.monotonic()
-        assert writer(0) == reference[name], name
-        duration = time.monotonic() - start
-        for i in range(1, KILLS_PER_WRITER + 1):
-            after = rng.uniform(0.0, 0.8 * duration)
-            with kill_a_worker(cluster, after=after, rng=rng) as killed:
-                result = writer(i)
-            kills += len(killed)
-            assert result == reference[name], f"{name}, kill point {i}"
-        assert DataStore(tmp_path / "source.zarr", cluster="threads").verify().ok
-    assert kills >= 4 * KILLS_PER_WRITER * 3 // 4, f"only {kills} kills landed during a run"
     with Client(cluster, set_as_default=False) as client:
+        for name, writer in on_cluster.items():
+            start = time.monotonic()
+            assert writer(0) == reference[name], name
+            duration = time.monotonic() - start
+            for i in range(1, KILLS_PER_WRITER + 1):
+                after = rng.uniform(0.0, 0.8 * duration)
+                with kill_a_worker(client, after=after, rng=rng) as killed:
+                    result = writer(i)
+                kills += len(killed)
+                assert result == reference[name], f"{name}, kill point {i}"
+            assert DataStore(tmp_path / "source.zarr", cluster="threads").verify().ok
         client.wait_for_workers(2, timeout=60)
+    assert kills >= 4 * KILLS_PER_WRITER * 3 // 4, f"only {kills} kills landed during a run"
 
 
 def _normalize_until_it_fails(ds: DataStore) -> None:
