@@ -66,7 +66,7 @@ def test_scanpy_works_on_an_export_unchanged(cite: Path, tmp_path: Path) -> None
     sc.pp.normalize_total(adata, target_sum=1e4)
     sc.pp.log1p(adata)
     adata.obs["group"] = pd.Categorical(np.where(np.arange(adata.n_obs) % 2, "a", "b"))
-    sc.tl.rank_genes_groups(adata, "group", method="wilcoxon")
+    sc.tl.rank_genes_groups(adata, "group", method="t-test")
     assert set(adata.uns["rank_genes_groups"]["names"].dtype.names) == {"a", "b"}
     np.testing.assert_allclose(np.asarray(np.expm1(adata.X).sum(axis=1)).ravel(), 1e4, rtol=1e-3)
 
