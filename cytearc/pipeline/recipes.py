@@ -336,6 +336,10 @@ def _patterns(value: object, *, name: str, operation: str) -> object:
     return parse_patterns(value, operation=operation)
 
 
+def _max_value(value: object, *, name: str, operation: str) -> object:
+    return None if value is None else parse_float(value, name=name, operation=operation, positive=True)
+
+
 def _pca_mode(value: object, *, name: str, operation: str) -> object:
     return parse_choice(value, ("exact", "randomized"), name=name, operation=operation)
 
@@ -396,6 +400,7 @@ RNA_STANDARD: Final = Recipe(
                 "normalized": Output("normalized"),
                 "hvgs": Output("hvgs"),
                 "n_comps": Option("n_comps", 50, check=partial(parse_int, minimum=1)),
+                "max_value": Option("max_value", 10.0, check=_max_value),
                 "mode": Option("pca_mode", "exact", check=_pca_mode),
                 "seed": _SEED,
             },

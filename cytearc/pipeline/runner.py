@@ -318,7 +318,7 @@ def run_pipeline(
         The recipe's options, overriding their defaults; for
         ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
         ``qc_nmads``, ``qc_sample_key``, ``target_sum``, ``n_top``,
-        ``n_comps``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
+        ``n_comps``, ``max_value``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
         ``seed``.
 
     Returns

@@ -142,6 +142,6 @@ def test_standard_recipe_options_are_the_recorded_ones() -> None:
     assert RNA_STANDARD.config({}) == {
         "cell_key": "I", "qc_patterns": {"percentMito": "^MT-", "percentRibo": "^RP[SL]"},
         "qc_filter": True, "qc_nmads": 5.0, "qc_sample_key": None, "target_sum": 1e4,
-        "n_top": 2000, "n_comps": 50, "pca_mode": "exact", "seed": 0, "k": 15,
+        "n_top": 2000, "n_comps": 50, "max_value": 10.0, "pca_mode": "exact", "seed": 0, "k": 15,
         "resolution": 1.0, "min_dist": 0.5,
     }  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -73,6 +74,20 @@ def test_clusters_and_markers_recover_the_truth(
         top = set(table.loc[table["group"] == str(group), "feature"])
         planted = set(dataset.truth["marker_ids"][majority])
         assert len(top & planted) >= 15, (group, majority)
+
+
+def test_the_recipe_clips_scaled_values_at_ten(analysed: tuple[Path, str], tmp_path: Path) -> None:
+    """The run's PCA is ``reduce.pca(max_value=10)``, as scanpy's ``scale(max_value=10)``; None differs."""
+    path, run_id = analysed
+    shutil.copytree(path, tmp_path / "copy.zarr")
+    ds = _open(tmp_path / "copy.zarr")
+    run = ds.pipeline.open(run_id)
+    normalized, hvgs = run.outputs["normalized"], run.outputs["hvgs"]
+    n_comps = OPTIONS["n_comps"]
+    clipped = ds.reduce.pca(normalized, hvgs, n_comps=n_comps, max_value=10)
+    assert clipped.ref == run.outputs["pca"]
+    unclipped = ds.reduce.pca(normalized, hvgs, n_comps=n_comps, max_value=None)
+    assert not np.array_equal(unclipped.read("coords"), clipped.read("coords"))
 
 
 @pytest.mark.slow
