@@ -55,6 +55,7 @@ sys.path.insert(0, str(ANCHORS))
 import benchlib  # noqa: E402
 
 STEPS: Final = {
+    "load": "load",
     "input_snapshot": "qc",
     "qc": "qc",
     "normalize": "normalize",
@@ -65,7 +66,7 @@ STEPS: Final = {
     "umap": "umap",
     "markers": "markers",
 }
-"""Recipe stage -> the harness's step name."""
+"""Recipe stage (and ``load``) -> the harness's step name."""
 
 
 class CpuClock:
@@ -117,15 +118,19 @@ class CpuClock:
         return self.cpu[i]
 
 
-def _record(bench: benchlib.Bench, step: str, *, wall: float, cpu: float, peak: int | None) -> None:
-    rec = bench.result["steps"].setdefault(step, {"wall_s": 0.0, "cpu_s": 0.0})
+def _record(
+    bench: benchlib.Bench, stage: str, *, wall: float, cpu: float, peak: int | None
+) -> None:
+    """Add a recipe stage (or ``load``) to the harness step it belongs to (:data:`STEPS`)."""
+    rec = bench.result["steps"].setdefault(STEPS[stage], {"wall_s": 0.0, "cpu_s": 0.0})
     rec["wall_s"] = round(rec["wall_s"] + wall, 3)
     rec["cpu_s"] = round(rec["cpu_s"] + cpu, 3)
+    mb = float("nan") if peak is None else round(peak / 2**20, 1)
     if peak is not None:
-        rec["step_peak_rss_mb"] = max(rec.get("step_peak_rss_mb", 0.0), round(peak / 2**20, 1))
+        rec["step_peak_rss_mb"] = max(rec.get("step_peak_rss_mb", 0.0), mb)
     print(
-        f"[cytearc] {step:<10s} {wall:9.2f} s  cpu {cpu:9.2f} s  all-process peak "
-        f"{rec.get('step_peak_rss_mb', float('nan')):8.1f} MB",
+        f"[cytearc] {STEPS[stage]:<10s} {wall:9.2f} s  cpu {cpu:9.2f} s  all-process peak "
+        f"{mb:8.1f} MB  ({stage})",
         file=sys.stderr,
         flush=True,
     )
@@ -217,7 +222,7 @@ def main() -> None:  # noqa: PLR0915 (a linear script)
             peak = peaks.get(stage.stage)
             _record(
                 b,
-                STEPS[stage.stage],
+                stage.stage,
                 wall=(stage.finished_at_ns - stage.started_at_ns) / 1e9,
                 cpu=cpu,
                 peak=None if peak is None or math.isnan(peak) else int(peak),
