@@ -138,15 +138,17 @@ def _record(
 
 def _load(bench: benchlib.Bench, args: argparse.Namespace, store: Path) -> Any:  # noqa: ANN401
     from cytearc import DataStore, import_data  # noqa: PLC0415
+    from cytearc.engine import get_engine  # noqa: PLC0415
     from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415
 
     source = Path(args.data) / ("mtx" if args.input == "mtx" else "data.h5ad")
-    engine = {"mem_budget": args.mem_budget, "workers": args.threads}
+    options = {"mem_budget": args.mem_budget, "workers": args.threads}
     start = time.perf_counter()
-    with CpuClock() as clock, RssSampler(None, interval=0.25) as rss:
-        import_data(source, store, show_progress=False, **engine)
-        ds = DataStore(store, zarr_mode="r+", show_progress=False, **engine)
-        rss.client = ds.engine.client  # the workers, once the cluster runs
+    with CpuClock() as clock:
+        engine = get_engine(**options)  # the import and the store use this local cluster
+        with RssSampler(engine.client, interval=0.25) as rss:
+            import_data(source, store, show_progress=False, **options)
+            ds = DataStore(store, zarr_mode="r+", show_progress=False, **options)
     _record(
         bench,
         "load",
