@@ -16,12 +16,17 @@ deviations, without reading ``data``. Two flavors:
     ``feature_m2``), bins spanning the means of the features with a defined
     dispersion, and the ``n_top`` highest scores among features with
     ``min_mean <= mean <= max_mean``.
+
+With ``min_cells`` both fit their trend on, and select from, only the
+features detected in at least that many cells (``feature_nnz``), as scanpy
+does after ``filter_genes(min_cells=...)``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import dask.array as da
 import numpy as np
 import pandas as pd
 
@@ -37,7 +42,12 @@ __all__ = ["hvg_statistics", "hvgs", "seurat_statistics"]
 
 
 def hvg_statistics(
-    feature_sum: np.ndarray, feature_m2: np.ndarray, n_cells: int, *, n_bins: int = 20
+    feature_sum: np.ndarray,
+    feature_m2: np.ndarray,
+    n_cells: int,
+    *,
+    n_bins: int = 20,
+    keep: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Mean, variance, dispersion and normalized dispersion per feature.
 
@@ -54,6 +64,10 @@ def hvg_statistics(
     n_bins
         Equal-width bins of the mean, spanning the means of the features
         whose dispersion is defined.
+    keep
+        Booleans, one per feature: the features the trend is fitted on (as
+        if the others were filtered out first); their ``dispersion_norm``
+        is NaN. None keeps every feature.
 
     Returns
     -------
@@ -74,6 +88,8 @@ def hvg_statistics(
     with np.errstate(divide="ignore", invalid="ignore"):
         dispersion = np.where(mean > 0, variance / mean, np.nan)
         log_disp = np.log(np.where(dispersion > 0, dispersion, np.nan))
+    if keep is not None:
+        log_disp[~keep] = np.nan
     frame = pd.DataFrame({"mean": mean, "variance": variance, "dispersion": dispersion})
     finite_mean = mean[np.isfinite(log_disp)]
     if finite_mean.size == 0:
@@ -98,7 +114,12 @@ def hvg_statistics(
 
 
 def seurat_statistics(
-    linear_sum: np.ndarray, linear_m2: np.ndarray, n_cells: int, *, n_bins: int = 20
+    linear_sum: np.ndarray,
+    linear_m2: np.ndarray,
+    n_cells: int,
+    *,
+    n_bins: int = 20,
+    keep: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Scanpy's ``flavor="seurat"`` statistics from the moments of the values before the log.
 
@@ -111,7 +132,11 @@ def seurat_statistics(
     n_cells
         The number of cells summed.
     n_bins
-        Equal-width bins of ``log1p(mean)`` over all features.
+        Equal-width bins of ``log1p(mean)`` over all (kept) features.
+    keep
+        Booleans, one per feature: the features the bins span and the trend
+        is fitted on, as scanpy's on the genes ``filter_genes`` left; the
+        others get a NaN ``dispersion_norm``. None keeps every feature.
 
     Returns
     -------
@@ -135,14 +160,19 @@ def seurat_statistics(
         dispersion = np.log(dispersion)
     log_mean = np.log1p(mean)
     frame = pd.DataFrame({"mean": log_mean, "variance": variance, "dispersion": dispersion})
-    bins = pd.cut(frame["mean"], bins=n_bins)
-    stats = frame.groupby(bins, observed=True)["dispersion"].agg(avg="mean", dev="std")
+    frame["dispersion_norm"] = np.nan
+    kept = frame if keep is None else frame[keep]
+    if kept.empty:
+        return frame
+    bins = pd.cut(kept["mean"], bins=n_bins)
+    stats = kept.groupby(bins, observed=True)["dispersion"].agg(avg="mean", dev="std")
     one = stats["dev"].isna()
     stats.loc[one, "dev"] = stats.loc[one, "avg"]
     stats.loc[one, "avg"] = 0.0
     per_feature = stats.loc[bins].to_numpy()
     with np.errstate(divide="ignore", invalid="ignore"):
-        frame["dispersion_norm"] = (dispersion - per_feature[:, 0]) / per_feature[:, 1]
+        score = (kept["dispersion"].to_numpy() - per_feature[:, 0]) / per_feature[:, 1]
+    frame.loc[kept.index, "dispersion_norm"] = score
     return frame
 
 
@@ -155,6 +185,7 @@ def hvgs(
     n_bins: int = 20,
     min_mean: float = 0.0125,
     max_mean: float = 3.0,
+    min_cells: int = 0,
     invalidate_cache: bool = False,
 ) -> Artifact:
     """Select the ``n_top`` most variable features of a normalized artifact (an ``hvgs`` artifact).
@@ -181,6 +212,12 @@ def hvgs(
     min_mean, max_mean
         With ``flavor="log"``, only features whose mean lies in this range
         are selected.
+    min_cells
+        Fit the trend on, and select from, only the features with a non-zero
+        value in at least this many of the normalized cells, as scanpy's
+        ``filter_genes(min_cells=...)`` before ``highly_variable_genes``
+        (0: every feature). The counts come from the artifact's
+        ``feature_nnz``, or are streamed from ``data`` where it predates it.
     invalidate_cache
         Compute a new artifact even when one of the same provenance exists.
 
@@ -212,14 +249,22 @@ def hvgs(
     if min_mean > max_mean:
         msg = f"{operation}: min_mean ({min_mean}) must not exceed max_mean ({max_mean})"
         raise OperationArgumentError(msg)
+    min_cells = parse_int(min_cells, name="min_cells", operation=operation, minimum=0)
     if flavor == "seurat" and "linear_m2" not in set(source.group.array_keys()):
         msg = f"{source.ref}: flavor='seurat' needs linear_sum and linear_m2, which this normalized artifact predates; run features.normalize with invalidate_cache=True, or pass flavor='log'"
         raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
+        keep = None
+        if min_cells:
+            keep = _detected_cells(source, writer) >= min_cells
         if flavor == "seurat":
             stats = seurat_statistics(
-                source.read("linear_sum"), source.read("linear_m2"), n_cells, n_bins=n_bins
+                source.read("linear_sum"),
+                source.read("linear_m2"),
+                n_cells,
+                n_bins=n_bins,
+                keep=keep,
             )
             score = stats["dispersion_norm"].to_numpy()
             finite = score[np.isfinite(score)]
@@ -227,7 +272,11 @@ def hvgs(
             chosen = np.flatnonzero(np.nan_to_num(score, nan=-np.inf) >= cutoff)
         else:
             stats = hvg_statistics(
-                source.read("feature_sum"), source.read("feature_m2"), n_cells, n_bins=n_bins
+                source.read("feature_sum"),
+                source.read("feature_m2"),
+                n_cells,
+                n_bins=n_bins,
+                keep=keep,
             )
             score = stats["dispersion_norm"].to_numpy()
             eligible = (
@@ -258,8 +307,17 @@ def hvgs(
             "nBins": n_bins,
             "minMean": float(min_mean) if flavor == "log" else None,
             "maxMean": float(max_mean) if flavor == "log" else None,
+            "minCells": min_cells,
         },
         inputs={"normalized": source.ref},
         build=build,
         invalidate_cache=invalidate_cache,
     )
+
+
+def _detected_cells(source: Artifact, writer: ArtifactWriter) -> np.ndarray:
+    """Per feature, the normalized cells with a non-zero value."""
+    if "feature_nnz" in set(source.group.array_keys()):
+        return source.read("feature_nnz")
+    (detected,) = writer.run(da.count_nonzero(source.lazy("data"), axis=0))
+    return np.asarray(detected, dtype=np.int64)

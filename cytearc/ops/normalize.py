@@ -26,7 +26,16 @@ if TYPE_CHECKING:
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
 
-__all__ = ["DATA_CHUNK_BYTES", "block_moments", "normalize", "normalized_block", "normalized_graph"]
+__all__ = [
+    "BAND_STATISTICS",
+    "DATA_CHUNK_BYTES",
+    "band_statistics",
+    "block_moments",
+    "merge_band_statistics",
+    "normalize",
+    "normalized_block",
+    "normalized_graph",
+]
 
 DATA_CHUNK_BYTES: Final = 16 * 2**20
 """Target bytes of one chunk of normalized ``data`` (unsharded, rows x all features)."""
@@ -66,7 +75,10 @@ def normalized_block(
     log1p: bool,
     idf: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Normalize one band of cells (rows), float64 in, float32 out.
+    """Normalize one band of cells (rows): float64 arithmetic, float32 out.
+
+    Library size and TF-IDF touch only the non-zero counts (a zero stays
+    zero), so a band costs its non-zeros, not its cells times features.
 
     Parameters
     ----------
@@ -94,34 +106,99 @@ def normalized_block(
     ...                  target_sum=4.0, log1p=False)
     array([[1., 3.]], dtype=float32)
     """
-    x = np.asarray(block, dtype=np.float64)
     if method == "clr":
+        x = np.asarray(block, dtype=np.float64)
         geo = np.exp(np.log1p(x).mean(axis=1, keepdims=True))
         clr: np.ndarray = np.log1p(x / geo).astype(np.float32)
         return clr
+    counts = np.asarray(block)
+    rows, columns = np.nonzero(counts)
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(library > 0, target_sum / library, 0.0)
-    x *= scale[:, None]
+        scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
+    values = counts[rows, columns].astype(np.float64)
+    values *= scale[rows]
     if method == "tfidf":
         assert idf is not None
-        x *= idf[None, :]
+        values *= idf[columns]
     if log1p:
-        np.log1p(x, out=x)
-    return x.astype(np.float32)
+        np.log1p(values, out=values)
+    out = np.zeros(counts.shape, dtype=np.float32)
+    out[rows, columns] = values
+    return out
 
 
 def _packed_moments(block: np.ndarray) -> np.ndarray:
     return ColumnMoments.of(block).pack()
 
 
-def _expm1(x: da.Array) -> da.Array:
-    """``expm1`` of the stored values in float64: the values before the log (for HVG statistics)."""
-    linear: da.Array = da.map_blocks(_expm1_block, x, dtype=np.float64)
-    return linear
+BAND_STATISTICS: Final = 11
+"""Rows of :func:`band_statistics` per band: the packed moments of the values and of their ``expm1``, and the non-zeros."""
 
 
-def _expm1_block(block: np.ndarray) -> np.ndarray:
-    return np.expm1(np.asarray(block, dtype=np.float64))
+def _band_statistics(block: np.ndarray) -> np.ndarray:
+    values = np.asarray(block)
+    n, n_columns = values.shape
+    if n == 0:
+        empty = ColumnMoments.empty(n_columns).pack()
+        return np.vstack([empty, empty, np.zeros((1, n_columns))])
+    rows, columns = np.nonzero(values)
+    entries = values[rows, columns].astype(np.float64)
+    low, high = values.min(axis=0).astype(np.float64), values.max(axis=0).astype(np.float64)
+    log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
+    linear = ColumnMoments.of_nonzero(
+        n, columns, np.expm1(entries), low=np.expm1(low), high=np.expm1(high)
+    )
+    detected = np.bincount(columns, minlength=n_columns).astype(np.float64)
+    return np.vstack([log.pack(), linear.pack(), detected[None, :]])
+
+
+def band_statistics(x: da.Array) -> da.Array:
+    """Per row block of normalized values: their moments, those of ``expm1``, and the non-zeros.
+
+    One pass over each block's non-zero entries (the zeros add nothing to a
+    sum); computed with the write of ``x`` it shares ``x``'s tasks.
+    :func:`merge_band_statistics` merges the blocks in row order.
+
+    Parameters
+    ----------
+    x
+        A lazy 2-D array (rows x columns) of normalized values.
+
+    Returns
+    -------
+    dask.array.Array
+        float64, ``(BAND_STATISTICS * n_row_blocks, n_columns)``.
+    """
+    whole = x.rechunk({1: -1})
+    stats: da.Array = da.map_blocks(
+        _band_statistics,
+        whole,
+        dtype=np.float64,
+        chunks=((BAND_STATISTICS,) * len(whole.chunks[0]), (x.shape[1],)),
+    )
+    return stats
+
+
+def merge_band_statistics(
+    stacked: np.ndarray,
+) -> tuple[ColumnMoments, ColumnMoments, np.ndarray]:
+    """The moments of the values and of their ``expm1``, and the non-zeros per column, of all bands.
+
+    Parameters
+    ----------
+    stacked
+        :func:`band_statistics`, computed.
+
+    Returns
+    -------
+    tuple
+        ``(moments, linear_moments, nnz)``; the moments merged band by band
+        in row order (:meth:`ColumnMoments.merge_packed`), ``nnz`` int64.
+    """
+    bands = np.asarray(stacked, dtype=np.float64).reshape(-1, BAND_STATISTICS, stacked.shape[-1])
+    log = ColumnMoments.merge_packed(bands[:, :5])
+    linear = ColumnMoments.merge_packed(bands[:, 5:10])
+    return log, linear, bands[:, 10].sum(axis=0).astype(np.int64)
 
 
 def block_moments(x: da.Array) -> da.Array:
@@ -229,7 +306,8 @@ def normalize(
     stored values and of their squared deviations from the feature mean,
     merged band by band with Chan's update), and ``linear_sum`` and
     ``linear_m2``, the same of ``expm1`` of the stored values (the
-    normalized values before the log, which scanpy's HVG statistics use).
+    normalized values before the log, which scanpy's HVG statistics use), and
+    ``feature_nnz`` (int64, the cells with a non-zero value of each feature).
 
     Parameters
     ----------
@@ -327,13 +405,13 @@ def normalize(
             data,
             chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
         )
-        packed, linear = writer.run(block_moments(data), block_moments(_expm1(data)))
-        moments = ColumnMoments.merge_packed(packed)
+        (stacked,) = writer.run(band_statistics(data))
+        moments, linear_moments, detected = merge_band_statistics(stacked)
         writer.write("feature_sum", moments.total)
         writer.write("feature_m2", moments.m2)
-        linear_moments = ColumnMoments.merge_packed(linear)
         writer.write("linear_sum", linear_moments.total)
         writer.write("linear_m2", linear_moments.m2)
+        writer.write("feature_nnz", detected)
 
     return reuse_or_publish(
         ds,

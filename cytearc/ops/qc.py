@@ -47,6 +47,7 @@ __all__ = [
     "metric_assay",
     "metrics",
     "metrics_and_filter",
+    "parse_bounds",
 ]
 
 DEFAULT_PATTERNS: Final = {"percentMito": "^MT-", "percentRibo": "^RP[SL]"}
@@ -238,9 +239,26 @@ def _publish_selection(
     )
 
 
-def _parse_bounds(
-    bounds: object, *, operation: str
-) -> dict[str, tuple[float | None, float | None]]:
+def parse_bounds(bounds: object, *, operation: str) -> dict[str, tuple[float | None, float | None]]:
+    """Check ``bounds``: cell columns mapped to ``(low, high)`` pairs of numbers or None.
+
+    Parameters
+    ----------
+    bounds
+        The value to check.
+    operation
+        The operation named in the error.
+
+    Returns
+    -------
+    dict
+        The columns mapped to ``(low, high)`` float pairs (None stays open).
+
+    Raises
+    ------
+    OperationArgumentError
+        ``bounds`` is not such a mapping, or a low bound is above its high one.
+    """
     if not isinstance(bounds, Mapping):
         msg = f"{operation}: bounds must map metric columns to (low, high) pairs, found {bounds!r}"
         raise OperationArgumentError(msg)
@@ -300,7 +318,7 @@ def filter_cells(
         No selection of this provenance exists and the store is read-only.
     """
     operation = "qc.filter"
-    bounds = _parse_bounds(bounds, operation=operation)
+    bounds = parse_bounds(bounds, operation=operation)
     mask = read_selection_mask(ds, cell_selection)
     metric_values = {c: _check_metric(ds, c, mask, operation) for c in sorted(bounds)}
     prior = publish_selection(ds, cell_selection)
@@ -449,9 +467,13 @@ def metrics_and_filter(
     filter_outliers: bool = True,
     nmads: float = 5.0,
     sample_key: str | None = None,
+    bounds: Mapping[str, tuple[float | None, float | None]] | None = None,
     cell_selection: SelectionLike = None,
 ) -> Artifact:
-    """QC in one step: the metrics (unless the store holds them for these patterns), then the MAD filter.
+    """QC in one step: the metrics (unless the store holds them for these patterns), then the filters.
+
+    Fixed ``bounds`` first (:func:`filter_cells`), then the MAD filter
+    (:func:`auto_filter`) on the cells they keep.
 
     The ``qc`` stage of the standard recipe.
 
@@ -467,6 +489,11 @@ def metrics_and_filter(
         Filter with :func:`auto_filter`; when False the selection is returned as it is.
     nmads, sample_key
         As in :func:`auto_filter`.
+    bounds
+        Cell columns mapped to fixed ``(low, high)`` bounds, as in
+        :func:`filter_cells`, such as scanpy's tutorial thresholds
+        ``{"RNA_nFeatures": (200, None), "RNA_percentMito": (None, 20)}``;
+        None for none.
     cell_selection
         The cells to filter (default: the ``I`` column).
 
@@ -488,6 +515,8 @@ def metrics_and_filter(
         f"{assay}_{k}": v for k, v in patterns.items()
     }:
         metrics(ds, assay, patterns=patterns)
+    if bounds:
+        cell_selection = filter_cells(ds, bounds, cell_selection=cell_selection).ref
     if not filter_outliers:
         return publish_selection(ds, cell_selection).artifact
     return auto_filter(ds, assay, nmads=nmads, sample_key=sample_key, cell_selection=cell_selection)

@@ -337,7 +337,20 @@ def _patterns(value: object, *, name: str, operation: str) -> object:
 
 
 def _max_value(value: object, *, name: str, operation: str) -> object:
-    return None if value is None else parse_float(value, name=name, operation=operation, positive=True)
+    return (
+        None if value is None else parse_float(value, name=name, operation=operation, positive=True)
+    )
+
+
+def _bounds(value: object, *, name: str, operation: str) -> object:
+    if value is None:
+        return None
+    parsed = qc.parse_bounds(value, operation=f"{operation}: {name}")
+    return {column: list(pair) for column, pair in sorted(parsed.items())}
+
+
+def _hvg_flavor(value: object, *, name: str, operation: str) -> object:
+    return parse_choice(value, ("seurat", "log"), name=name, operation=operation)
 
 
 def _pca_mode(value: object, *, name: str, operation: str) -> object:
@@ -370,6 +383,7 @@ RNA_STANDARD: Final = Recipe(
                 "sample_key": Option(
                     "qc_sample_key", None, check=partial(_column_name, optional=True)
                 ),
+                "bounds": Option("qc_bounds", None, check=_bounds),
                 "cell_selection": Output("cells"),
             },
         ),
@@ -390,6 +404,8 @@ RNA_STANDARD: Final = Recipe(
             arguments={
                 "normalized": Output("normalized"),
                 "n_top": Option("n_top", 2000, check=partial(parse_int, minimum=1)),
+                "min_cells": Option("min_cells", 3, check=partial(parse_int, minimum=0)),
+                "flavor": Option("hvg_flavor", "seurat", check=_hvg_flavor),
             },
         ),
         Stage(
@@ -422,6 +438,9 @@ RNA_STANDARD: Final = Recipe(
             arguments={
                 "graph": Output("neighbors"),
                 "resolution": Option("resolution", 1.0, check=partial(parse_float, positive=True)),
+                "n_iterations": Option(
+                    "leiden_iterations", -1, check=partial(parse_int, minimum=-1)
+                ),
                 "seed": _SEED,
             },
         ),

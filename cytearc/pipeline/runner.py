@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from dask.utils import format_bytes
 from tqdm.auto import tqdm
@@ -148,6 +149,30 @@ class PipelineRun:
         ids = values_digest(self.ds.assays[self.record.assay].features.fetch_all("ids"))
         return FrozenTable(
             self.artifact("feature_metadata"), self.artifact("feature_universe"), row_ids=ids
+        )
+
+    def clusters(self) -> pd.Series:
+        """The run's cluster labels (its ``clustering`` output), indexed by the ids of the cells it clustered.
+
+        Returns
+        -------
+        pandas.Series
+            int32 labels named ``cluster``, indexed by cell id (``cell``), in
+            the order of the cell table; ready for
+            :func:`cytearc.ops.agreement.adjusted_rand` against another
+            tool's labels.
+
+        Raises
+        ------
+        MissingArtifactError
+            The run has no ``clustering`` or ``cells`` output.
+        """
+        ids = np.asarray([str(c) for c in self.ds.cells.fetch_all("ids")], dtype=object)
+        mask = self.artifact("cells").read("mask").astype(bool)
+        return pd.Series(
+            self.artifact("clustering").read("labels"),
+            index=pd.Index(ids[mask], name="cell"),
+            name="cluster",
         )
 
     def summary(self) -> pd.DataFrame:
@@ -317,9 +342,10 @@ def run_pipeline(
     **stage_options
         The recipe's options, overriding their defaults; for
         ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
-        ``qc_nmads``, ``qc_sample_key``, ``target_sum``, ``n_top``,
-        ``n_comps``, ``max_value``, ``pca_mode``, ``k``, ``resolution``, ``min_dist`` and
-        ``seed``.
+        ``qc_nmads``, ``qc_sample_key``, ``qc_bounds``, ``target_sum``,
+        ``n_top``, ``min_cells``, ``hvg_flavor``, ``n_comps``, ``max_value``,
+        ``pca_mode``, ``k``, ``resolution``, ``leiden_iterations``,
+        ``min_dist`` and ``seed`` (``docs/analysis.md`` has their defaults).
 
     Returns
     -------

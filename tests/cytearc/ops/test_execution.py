@@ -16,11 +16,15 @@ from threadpoolctl import threadpool_limits
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, ReadOnlyStoreError
-from cytearc.ops.normalize import block_moments, data_chunk_rows, normalized_graph
+from cytearc.ops.normalize import (
+    band_statistics,
+    data_chunk_rows,
+    merge_band_statistics,
+    normalized_graph,
+)
 from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks
-from cytearc.utils.moments import ColumnMoments
 from cytepool.testing import dask_cluster_processes, raise_if_dask_computes, tree_snapshot
 
 if TYPE_CHECKING:
@@ -72,16 +76,18 @@ def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_t
             operation="features.normalize",
             array="data",
         )
-        moments = block_moments(data)
+        statistics = band_statistics(data)
         features = chain.hvgs.read("features")
         mean, sd = feature_scaling(chain.norm, features)
         z = scaled_graph(chain.norm, features, mean=mean, sd=sd, max_value=None)
         gram = z.T @ z
-    values, gram_values, packed = da.compute(checked, gram, moments, scheduler="threads")
-    merged = ColumnMoments.merge_packed(packed)
+    values, gram_values, stacked = da.compute(checked, gram, statistics, scheduler="threads")
+    merged, linear, nnz = merge_band_statistics(stacked)
     np.testing.assert_array_equal(_bits(values), _bits(chain.norm.read("data")))
     np.testing.assert_array_equal(_bits(merged.total), _bits(chain.norm.read("feature_sum")))
     np.testing.assert_array_equal(_bits(merged.m2), _bits(chain.norm.read("feature_m2")))
+    np.testing.assert_array_equal(_bits(linear.m2), _bits(chain.norm.read("linear_m2")))
+    np.testing.assert_array_equal(nnz, chain.norm.read("feature_nnz"))
     eigenvalues = np.sort(np.linalg.eigvalsh(gram_values))[::-1][:10]
     n = len(rows)
     np.testing.assert_allclose(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import false_discovery_control, mannwhitneyu, norm
 from sklearn.metrics import adjusted_rand_score
 
+from cytearc.ops.normalize import normalized_graph
 from cytearc.ops.pca import feature_scaling
 from cytearc.utils.moments import ColumnMoments
 
@@ -74,6 +75,40 @@ def test_feature_moments_match_two_pass_sums(planted, chain) -> None:
     np.testing.assert_allclose(chain.norm.read("feature_sum"), total, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(chain.norm.read("feature_m2"), m2, rtol=1e-10, atol=1e-12)
     assert (chain.norm.read("feature_m2") >= 0).all()
+
+
+def test_sparse_normalize_equals_the_dense_computation(planted, chain) -> None:
+    """Touching only the non-zeros changes no value: the data and the sums have the dense bits.
+
+    The dense reference is the former implementation: every entry normalized
+    in float64, and each band's moments by ``ColumnMoments.of`` over all its
+    entries (and over ``expm1`` of them), in the bands of the normalize graph
+    (one per ``counts`` shard), merged in row order. ``feature_m2``
+    adds the zeros' squared deviations as ``zeros * mean**2``: equal to float64
+    rounding.
+    """
+    counts = planted.rna[planted.mask]
+    library = counts.sum(axis=1).astype(np.float64)
+    x = counts.astype(np.float64) * (1e4 / library)[:, None]
+    dense = np.log1p(x).astype(np.float32)
+    np.testing.assert_array_equal(chain.norm.read("data"), dense)
+    graph = normalized_graph(
+        chain.ds.assays["RNA"],
+        np.flatnonzero(planted.mask),
+        method="library_size",
+        target_sum=1e4,
+        log1p=True,
+    )
+    edges = np.cumsum((0, *graph.chunks[0]))
+    bands = [dense[start:end] for start, end in itertools.pairwise(edges)]
+    log = ColumnMoments.merge_packed(np.vstack([ColumnMoments.of(b).pack() for b in bands]))
+    linear = ColumnMoments.merge_packed(
+        np.vstack([ColumnMoments.of(np.expm1(b.astype(np.float64))).pack() for b in bands])
+    )
+    np.testing.assert_array_equal(chain.norm.read("feature_sum"), log.total)
+    np.testing.assert_array_equal(chain.norm.read("linear_sum"), linear.total)
+    np.testing.assert_allclose(chain.norm.read("feature_m2"), log.m2, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(chain.norm.read("linear_m2"), linear.m2, rtol=1e-12, atol=0)
 
 
 def test_all_zero_feature_has_exactly_zero_m2(planted, chain) -> None:
@@ -295,6 +330,44 @@ def test_seurat_hvgs_match_scanpys_algorithm(planted, chain) -> None:
     assert hvgs.parameters["flavor"] == "seurat"
 
 
+def test_normalized_feature_nnz_counts_the_cells_of_each_feature(planted, chain) -> None:
+    dense = _dense(planted, chain)
+    np.testing.assert_array_equal(chain.norm.read("feature_nnz"), (dense != 0).sum(axis=0))
+
+
+@pytest.mark.parametrize("min_cells", [1, 150, 300])
+def test_seurat_hvgs_with_min_cells_are_scanpys_after_filter_genes(
+    planted, chain, min_cells: int
+) -> None:
+    """min_cells gives scanpy's statistics and selection on the genes filter_genes(min_cells) keeps."""
+    dense = _dense(planted, chain)
+    keep = (dense > 0).sum(axis=0) >= min_cells
+    assert 0 < keep.sum() < keep.size
+    hvgs = chain.ds.features.hvgs(chain.norm, n_top=40, min_cells=min_cells)
+    expected = _seurat_reference(dense[:, keep], n_bins=20, n_top=40)
+    np.testing.assert_allclose(
+        hvgs.read("dispersion_norm")[keep],
+        expected["dispersion_norm"].to_numpy(),
+        rtol=1e-8,
+        equal_nan=True,
+    )
+    assert np.isnan(hvgs.read("dispersion_norm")[~keep]).all()
+    np.testing.assert_array_equal(
+        hvgs.read("features"), np.flatnonzero(keep)[expected["highly_variable"].to_numpy()]
+    )
+    assert hvgs.parameters["minCells"] == min_cells
+
+
+def test_log_hvgs_with_min_cells_select_only_detected_features(planted, chain) -> None:
+    dense = _dense(planted, chain)
+    keep = (dense > 0).sum(axis=0) >= 150
+    hvgs = chain.ds.features.hvgs(chain.norm, n_top=40, flavor="log", min_cells=150, min_mean=0.0)
+    assert keep[hvgs.read("features")].all()
+    assert np.isnan(hvgs.read("dispersion_norm")[~keep]).all()
+    everything = chain.ds.features.hvgs(chain.norm, n_top=40, flavor="log", min_mean=0.0)
+    assert not keep[everything.read("features")].all()
+
+
 # --- PCA -----------------------------------------------------------------------------------
 
 
@@ -371,6 +444,20 @@ def test_reuse_does_not_require_feature_m2(without_m2) -> None:
     """A normalized artifact without feature_m2 is still reused (it has data and feature_sum)."""
     ds, norm, _, _ = without_m2
     assert ds.features.normalize("RNA").ref == norm.ref
+
+
+def test_hvgs_min_cells_without_feature_nnz_stream_it_from_data(without_m2) -> None:
+    """A normalized artifact older than feature_nnz gives min_cells the same counts, from data."""
+    ds, norm, _, _ = without_m2
+    with_nnz = ds.features.hvgs(norm, n_top=15, min_mean=0.0, min_cells=100)
+    del ds.root[norm.ref.path]["feature_nnz"]
+    streamed = ds.features.hvgs(
+        ds.load_artifact(norm.ref), n_top=15, min_mean=0.0, min_cells=100, invalidate_cache=True
+    )
+    np.testing.assert_array_equal(streamed.read("features"), with_nnz.read("features"))
+    np.testing.assert_array_equal(
+        streamed.read("dispersion_norm"), with_nnz.read("dispersion_norm")
+    )
 
 
 def test_pca_scaling_without_feature_m2_streams_from_data(without_m2) -> None:

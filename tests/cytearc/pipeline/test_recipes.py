@@ -8,7 +8,7 @@ import pytest
 
 from cytearc import DataStore, ops
 from cytearc.datasets import write_store
-from cytearc.errors import RecipeError
+from cytearc.errors import OperationArgumentError, RecipeError
 from cytearc.pipeline.recipes import (
     ASSAY,
     INPUT_SNAPSHOT,
@@ -141,7 +141,30 @@ def test_standard_recipe_options_are_the_recorded_ones() -> None:
     """The data form of rna_standard takes exactly the options runs have always recorded."""
     assert RNA_STANDARD.config({}) == {
         "cell_key": "I", "qc_patterns": {"percentMito": "^MT-", "percentRibo": "^RP[SL]"},
-        "qc_filter": True, "qc_nmads": 5.0, "qc_sample_key": None, "target_sum": 1e4,
-        "n_top": 2000, "n_comps": 50, "max_value": 10.0, "pca_mode": "exact", "seed": 0, "k": 15,
-        "resolution": 1.0, "min_dist": 0.5,
+        "qc_filter": True, "qc_nmads": 5.0, "qc_sample_key": None, "qc_bounds": None,
+        "target_sum": 1e4, "n_top": 2000, "min_cells": 3, "hvg_flavor": "seurat",
+        "n_comps": 50, "max_value": 10.0, "pca_mode": "exact", "seed": 0, "k": 15,
+        "resolution": 1.0, "leiden_iterations": -1, "min_dist": 0.5,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"qc_bounds": [200, None]}, r"qc_bounds: bounds must map metric columns"),
+        ({"qc_bounds": {"RNA_nFeatures": (300, 200)}}, r"has low 300.0 above high 200.0"),
+        ({"min_cells": -1}, r"min_cells"),
+        ({"hvg_flavor": "cell_ranger"}, r"hvg_flavor"),
+        ({"leiden_iterations": -2}, r"leiden_iterations"),
+    ],
+)  # fmt: skip
+def test_standard_recipe_refuses_malformed_options(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(OperationArgumentError, match=message):
+        RNA_STANDARD.config(options)
+
+
+def test_standard_recipe_records_qc_bounds_as_lists() -> None:
+    config = RNA_STANDARD.config({"qc_bounds": {"RNA_percentMito": (None, 20)}})
+    assert config["qc_bounds"] == {"RNA_percentMito": [None, 20.0]}
