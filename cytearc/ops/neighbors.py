@@ -2,8 +2,8 @@
 
 The graph reads only the PCA artifact (a few numbers per cell), so it is built
 in the client process on whole arrays: the nearest-neighbour search (exact
-below :data:`EXACT_BELOW` cells, else pynndescent) and UMAP's fuzzy
-simplicial set (the connectivities, as scanpy computes them), seeded.
+brute force below :data:`EXACT_BELOW` cells, else pynndescent) and UMAP's
+fuzzy simplicial set (the connectivities, as scanpy computes them), seeded.
 """
 
 from __future__ import annotations
@@ -11,14 +11,17 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import os
+import pkgutil
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
 import scipy.sparse as sp
 
 from cytearc.errors import OperationArgumentError
-from cytearc.ops.arguments import parse_int, parse_seed
+from cytearc.ops.arguments import parse_choice, parse_int, parse_seed
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
 if TYPE_CHECKING:
@@ -26,44 +29,110 @@ if TYPE_CHECKING:
     from cytearc.storage.store import AnalysisStore
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from types import ModuleType
 
 __all__ = [
     "EXACT_BELOW",
+    "SEARCHES",
     "connectivities",
+    "default_search",
     "knn",
     "load_connectivities",
     "neighbors",
+    "pynndescent_module",
     "umap_module",
 ]
 
-EXACT_BELOW: Final = 10_000
-"""Cells below which the kNN search is exact (brute force) instead of approximate."""
+EXACT_BELOW: Final = 50_000
+"""Cells below which :func:`knn` searches exactly (brute force) instead of approximately."""
+
+SEARCHES: Final = ("exact", "nndescent")
+"""The kNN searches of :func:`knn`."""
+
+_BLOCK_BYTES: Final = 64 * 2**20
+"""Bytes of one block's float32 distances and int64 candidates (rows x all points)."""
+
+_MARGIN: Final = 16
+"""Candidates beyond ``k`` that the float32 pass keeps for the float64 refinement."""
 
 
-def _exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def _block_rows(n: int) -> int:
+    return int(np.clip(_BLOCK_BYTES // (12 * max(n, 1)), 64, 1024))
+
+
+def _exact_block(
+    x: np.ndarray, x32: np.ndarray, sq32: np.ndarray, start: int, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     n = x.shape[0]
-    indices = np.empty((n, k), dtype=np.int64)
-    distances = np.empty((n, k), dtype=np.float64)
-    sq = (x**2).sum(axis=1)
-    for start in range(0, n, 1024):
-        block = x[start : start + 1024]
-        d2 = np.maximum(sq[start : start + 1024, None] + sq[None, :] - 2 * block @ x.T, 0)
-        d2[np.arange(len(block)), np.arange(start, start + len(block))] = -1.0
-        part = np.argpartition(d2, k - 1, axis=1)[:, :k]
-        order = np.argsort(np.take_along_axis(d2, part, axis=1), axis=1, kind="stable")
-        indices[start : start + 1024] = np.take_along_axis(part, order, axis=1)
-        distances[start : start + 1024] = np.sqrt(
-            np.maximum(np.take_along_axis(d2, indices[start : start + 1024], axis=1), 0)
-        )
+    stop = min(n, start + _block_rows(n))
+    rows = np.arange(start, stop)
+    d2 = sq32[start:stop, None] + sq32[None, :]
+    d2 -= 2 * (x32[start:stop] @ x32.T)
+    d2[rows - start, rows] = -np.inf
+    m = min(n, k + _MARGIN)
+    if m < n:
+        candidates = np.argpartition(d2, m - 1, axis=1)[:, :m]
+    else:
+        candidates = np.tile(np.arange(n), (len(rows), 1))
+    candidates.sort(axis=1)
+    exact = ((x[candidates] - x[rows, None, :]) ** 2).sum(axis=2)
+    exact[candidates == rows[:, None]] = -1.0
+    order = np.argsort(exact, axis=1, kind="stable")[:, :k]
+    indices = np.take_along_axis(candidates, order, axis=1)
+    distances = np.sqrt(np.maximum(np.take_along_axis(exact, order, axis=1), 0.0))
     return indices, distances
 
 
-def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _exact_knn(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Brute force in blocks of rows: float32 distances pick ``k + 16`` candidates, float64 ranks them."""
+    x = np.asarray(x, dtype=np.float64)
+    x = x - x.mean(axis=0)
+    x32 = x.astype(np.float32)
+    sq32 = (x32.astype(np.float64) ** 2).sum(axis=1).astype(np.float32)
+    indices = np.empty((x.shape[0], k), dtype=np.int64)
+    distances = np.empty((x.shape[0], k), dtype=np.float64)
+    starts = range(0, x.shape[0], _block_rows(x.shape[0]))
+    with ThreadPoolExecutor(max_workers=min(2, os.cpu_count() or 1)) as pool:
+        blocks = pool.map(lambda start: _exact_block(x, x32, sq32, start, k), starts)
+        for start, (block_indices, block_distances) in zip(starts, blocks, strict=True):
+            indices[start : start + len(block_indices)] = block_indices
+            distances[start : start + len(block_indices)] = block_distances
+    return indices, distances
+
+
+def default_search(n_rows: int) -> str:
+    """The search :func:`knn` uses for ``n_rows`` points: exact below :data:`EXACT_BELOW`.
+
+    Parameters
+    ----------
+    n_rows
+        The number of points.
+
+    Returns
+    -------
+    str
+        ``"exact"`` or ``"nndescent"``.
+
+    Examples
+    --------
+    >>> default_search(20_000), default_search(1_000_000)
+    ('exact', 'nndescent')
+    """
+    return "exact" if n_rows < EXACT_BELOW else "nndescent"
+
+
+def knn(
+    x: np.ndarray, k: int, *, seed: int, search: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest neighbours of each row, the row itself first (distance 0).
 
-    Exact (brute force, in blocks of rows) below :data:`EXACT_BELOW` rows,
-    else approximate (pynndescent); Euclidean distances.
+    ``"exact"`` is brute force in blocks of 1,024 rows on two threads:
+    float32 squared distances of the centred points choose each row's
+    ``k + 16`` nearest candidates, whose float64 distances (the squared
+    differences summed) rank them, ties by index. ``"nndescent"`` is
+    pynndescent's approximate search (seeded, one thread), its numba
+    functions compiled once per machine (:func:`pynndescent_module`).
 
     Parameters
     ----------
@@ -73,21 +142,71 @@ def knn(x: np.ndarray, k: int, *, seed: int) -> tuple[np.ndarray, np.ndarray]:
         Neighbours per row, counting the row itself.
     seed
         The seed of the approximate search (the exact search ignores it).
+    search
+        ``"exact"`` or ``"nndescent"``; None for :func:`default_search`.
 
     Returns
     -------
     tuple of numpy.ndarray
         ``(indices, distances)``: int64 and float64, shape ``(n_rows, k)``,
         each row by increasing distance.
-    """
-    x = np.ascontiguousarray(x, dtype=np.float32)
-    if x.shape[0] < EXACT_BELOW:
-        return _exact_knn(x.astype(np.float64), k)
-    from pynndescent import NNDescent  # noqa: PLC0415 (numba compiles on import)
 
-    index = NNDescent(x, n_neighbors=k, metric="euclidean", random_state=seed, n_jobs=1)
-    indices, distances = index.neighbor_graph
+    Examples
+    --------
+    >>> points = np.array([[0.0], [1.0], [3.0]])
+    >>> indices, distances = knn(points, 2, seed=0)
+    >>> indices.tolist(), distances.tolist()
+    ([[0, 1], [1, 0], [2, 1]], [[0.0, 1.0], [0.0, 1.0], [0.0, 2.0]])
+    """
+    search = search or default_search(x.shape[0])
+    if search == "exact":
+        return _exact_knn(x, k)
+    if search not in SEARCHES:
+        msg = f"knn: search={search!r} is not one of {SEARCHES}"
+        raise OperationArgumentError(msg)
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    nndescent = pynndescent_module().NNDescent
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Cannot cache compiled function")
+        index = nndescent(x, n_neighbors=k, metric="euclidean", random_state=seed, n_jobs=1)
+        indices, distances = index.neighbor_graph
     return np.asarray(indices, dtype=np.int64), np.asarray(distances, dtype=np.float64)
+
+
+def _cache_compiled(modules: Iterable[ModuleType], names: Iterable[str] | None = None) -> None:
+    """Turn on numba's disk cache for the dispatchers of ``modules`` (all of them, or ``names``)."""
+    from numba.core.dispatcher import Dispatcher  # noqa: PLC0415 (numba is slow to import)
+
+    for module in modules:
+        namespace = vars(module)
+        for name in names if names is not None else list(namespace):
+            dispatcher = namespace.get(name)
+            if isinstance(dispatcher, Dispatcher):
+                with contextlib.suppress(RuntimeError):  # numba found no writable cache folder
+                    dispatcher.enable_caching()
+
+
+@functools.cache
+def pynndescent_module() -> ModuleType:
+    """``pynndescent``, with numba's disk cache turned on for its compiled functions.
+
+    pynndescent compiles its functions on first use in each process (about a
+    minute on two cores); cached, a later process loads all but the two that
+    numba cannot cache (``nn_descent``, ``nn_descent_internal``: 13 s).
+
+    Returns
+    -------
+    types.ModuleType
+        The module ``pynndescent``.
+    """
+    module = importlib.import_module("pynndescent")
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(module.__path__, "pynndescent.")
+        if "test" not in info.name
+    ]
+    _cache_compiled(importlib.import_module(name) for name in names)
+    return module
 
 
 _COMPILED: Final = {
@@ -118,12 +237,7 @@ def umap_module() -> ModuleType:
         )
         module = importlib.import_module("umap.umap_")
     for name, functions in _COMPILED.items():
-        namespace = vars(importlib.import_module(name))
-        for function in functions:
-            dispatcher = namespace.get(function)
-            if dispatcher is not None and hasattr(dispatcher, "enable_caching"):
-                with contextlib.suppress(RuntimeError):  # numba found no writable cache folder
-                    dispatcher.enable_caching()
+        _cache_compiled([importlib.import_module(name)], functions)
     return module
 
 
@@ -163,6 +277,7 @@ def neighbors(
     k: int = 15,
     n_comps: int | None = None,
     seed: int = 0,
+    search: str | None = None,
     invalidate_cache: bool = False,
 ) -> Artifact:
     """The kNN graph of PCA coordinates (a ``neighbors`` artifact).
@@ -183,6 +298,10 @@ def neighbors(
         The leading components used; None for all of them.
     seed
         The seed of the approximate search and of the connectivities.
+    search
+        ``"exact"`` or ``"nndescent"`` (see :func:`knn`); None for exact
+        below :data:`EXACT_BELOW` cells, else ``"nndescent"``. Recorded in
+        the provenance as ``search``.
     invalidate_cache
         Compute a new artifact even when one of the same provenance exists.
 
@@ -211,11 +330,14 @@ def neighbors(
     if n_comps is not None:
         n_comps = parse_int(n_comps, name="n_comps", operation=operation, minimum=1)
     seed = parse_seed(seed, operation=operation)
+    search = parse_choice(
+        search or default_search(n_cells), SEARCHES, name="search", operation=operation
+    )
     use = total if n_comps is None else min(n_comps, total)
 
     def build(writer: ArtifactWriter) -> None:
         coords = source.read("coords")[:, :use]
-        indices, distances = knn(coords, k, seed=seed)
+        indices, distances = knn(coords, k, seed=seed, search=search)
         graph = connectivities(indices, distances, seed=seed)
         writer.write("indices", indices.astype(np.int32))
         writer.write("distances", distances.astype(np.float32))
@@ -228,7 +350,13 @@ def neighbors(
         scope=source.ref.scope,
         kind="neighbors",
         operation="graph.neighbors",
-        parameters={"k": k, "nComps": use, "metric": "euclidean", "seed": seed},
+        parameters={
+            "k": k,
+            "nComps": use,
+            "metric": "euclidean",
+            "search": search,
+            "seed": seed,
+        },
         inputs={"pca": source.ref},
         build=build,
         invalidate_cache=invalidate_cache,

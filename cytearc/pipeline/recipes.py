@@ -66,7 +66,7 @@ from cytearc.ops.clustering import leiden
 from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search
-from cytearc.ops.neighbors import neighbors
+from cytearc.ops.neighbors import SEARCHES, neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
 from cytearc.pipeline.snapshots import input_snapshot
@@ -357,6 +357,12 @@ def _pca_mode(value: object, *, name: str, operation: str) -> object:
     return parse_choice(value, ("exact", "randomized"), name=name, operation=operation)
 
 
+def _knn_search(value: object, *, name: str, operation: str) -> object:
+    if value is None:
+        return None
+    return parse_choice(value, SEARCHES, name=name, operation=operation)
+
+
 INPUT_SNAPSHOT: Final = Stage(
     name="input_snapshot",
     operation=input_snapshot,
@@ -429,6 +435,7 @@ RNA_STANDARD: Final = Recipe(
                 "pca": Output("pca"),
                 "k": Option("k", 15, check=partial(parse_int, minimum=2)),
                 "seed": _SEED,
+                "search": Option("knn_search", None, check=_knn_search),
             },
         ),
         Stage(
