@@ -14,17 +14,28 @@ from typing import TYPE_CHECKING, Any, cast
 
 import dask.array as da
 from dask.base import tokenize
+from dask.delayed import delayed
 from dask.utils import format_bytes
 
 from cytearc.errors import MemBudgetError, ShardAlignmentError
 from cytearc.storage.damage import CheckedReads
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import numpy as np
     import zarr
     from dask.delayed import Delayed
 
-__all__ = ["aligned_rows", "open_lazy", "storage_block", "store_aligned", "validate_aligned"]
+__all__ = [
+    "FOLD_CHAINS",
+    "aligned_rows",
+    "fold_rows",
+    "open_lazy",
+    "storage_block",
+    "store_aligned",
+    "validate_aligned",
+]
 
 
 def storage_block(array: zarr.Array[Any]) -> tuple[int, ...]:
@@ -239,3 +250,86 @@ def aligned_rows(
     shards = max(1, int(budget // per_shard))
     whole = -(-n_rows // shard_rows)
     return min(shards, whole) * shard_rows
+
+
+FOLD_CHAINS = 4
+"""How many chains :func:`fold_rows` folds in parallel: a constant, so the sum's order never depends on the cluster."""
+
+
+def _fold_step(
+    total: np.ndarray | None, block: np.ndarray, *, step: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    part = step(block)
+    if total is not None:
+        part += (
+            total  # the partial is this task's own; the accumulator may be read again on a retry
+        )
+    return part
+
+
+def _fold_chains(totals: list[np.ndarray]) -> np.ndarray:
+    result = totals[0].copy()
+    for total in totals[1:]:
+        result += total
+    return result
+
+
+def fold_rows(
+    x: da.Array,
+    step: Callable[[np.ndarray], np.ndarray],
+    *,
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any] | type[np.generic],
+    chains: int = FOLD_CHAINS,
+) -> da.Array:
+    """The sum of ``step(block)`` over the row blocks of ``x``, in a fixed order and few partials.
+
+    The row blocks are cut into ``chains`` runs of consecutive blocks; each run
+    adds its blocks' partials one after the other into one accumulator, and the
+    accumulators are added in run order. A tree reduction instead computes
+    one partial per block and may hold many of them before it adds them (a
+    2000 x 2000 Gram partial is 32 MB per block of rows); here at most
+    ``chains`` accumulators live at once, and the additions happen in the same
+    order on any scheduler, so the result is the same bit for bit.
+
+    Parameters
+    ----------
+    x
+        The lazy array, one block across every axis but the first.
+    step
+        The partial of one block (a new array of ``shape`` and ``dtype``).
+    shape, dtype
+        Of each partial and of the result.
+    chains
+        How many runs fold in parallel (the result depends on it).
+
+    Returns
+    -------
+    dask.array.Array
+        The lazy sum, one block.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = da.arange(12.0, chunks=2).reshape(6, 2).rechunk((2, 2))
+    >>> fold_rows(x, lambda b: b.T @ b, shape=(2, 2), dtype=np.float64).compute()
+    array([[220., 250.],
+           [250., 286.]])
+    """
+    if any(n != 1 for n in x.numblocks[1:]):
+        msg = f"fold_rows: expected one block across every axis but the first, found {x.numblocks}"
+        raise ValueError(msg)
+    blocks = x.to_delayed().ravel().tolist()
+    runs = min(chains, len(blocks))
+    name = tokenize(x, step, shape, dtype, runs)
+    totals = []
+    for run in range(runs):
+        total: Any = None
+        for index in range(run * len(blocks) // runs, (run + 1) * len(blocks) // runs):
+            total = delayed(_fold_step, pure=True)(
+                total, blocks[index], step=step, dask_key_name=f"fold-{name}-{index}"
+            )
+        totals.append(total)
+    result = delayed(_fold_chains, pure=True)(totals, dask_key_name=f"fold-sum-{name}")
+    folded: da.Array = da.from_delayed(result, shape=shape, dtype=dtype)
+    return folded

@@ -16,6 +16,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
+from cytearc.engine.arrays import fold_rows
 from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
 from cytearc.ops.normalize import block_moments
@@ -249,8 +250,8 @@ def pca(
         z = scaled_graph(norm, features, mean=mean, sd=sd, max_value=max_value)
         total = float(n_cells * np.count_nonzero(varying))
         if mode == "exact":
-            (gram,) = writer.run(z.T @ z)
-            m = gram.shape[0]
+            m = z.shape[1]
+            (gram,) = writer.run(fold_rows(z, _gram, shape=(m, m), dtype=np.float64))
             values, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
             order = np.argsort(values)[::-1]
             eig, loadings = np.clip(values[order], 0, None), vectors[:, order]
@@ -290,6 +291,11 @@ def pca(
         build=build,
         invalidate_cache=invalidate_cache,
     )
+
+
+def _gram(block: np.ndarray) -> np.ndarray:
+    gram: np.ndarray = block.T @ block
+    return gram
 
 
 def _project(block: np.ndarray, *, loadings: np.ndarray) -> np.ndarray:

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from cytearc.artifacts import Artifact
+
 pytestmark = pytest.mark.slow
 
 MEM_BUDGET = "512MiB"
@@ -172,3 +174,32 @@ def test_counts_and_counts_t_write_stays_within_the_budget(
         ),
     )
     assert measured.grown <= measured.budget, measured
+
+
+def test_normalize_then_pca_stay_within_the_budget(big_store: Path, small_engine: Engine) -> None:
+    """Normalizing (the dense log values of 2 GiB) and an exact PCA of its HVGs each grow the workers by less than mem_budget."""
+    ds = DataStore(
+        big_store, zarr_mode="r+", mem_budget=MEM_BUDGET, workers=WORKERS, show_progress=False
+    )
+    assert ds.engine is small_engine
+    made: dict[str, Artifact] = {}
+
+    def normalize() -> None:
+        made["normalized"] = ds.features.normalize("RNA")
+
+    def pca() -> None:
+        made["pca"] = ds.reduce.pca(made["normalized"], made["hvgs"], n_comps=20, max_value=10)
+
+    normalized = measure(small_engine, normalize)
+    assert normalized.grown <= normalized.budget, normalized
+    data = made["normalized"].array("data")
+    assert data.shape == ds.RNA.shape
+    assert data.nbytes >= 8 * small_engine.budget.per_worker  # type: ignore[union-attr]
+    made["hvgs"] = ds.features.hvgs(made["normalized"], n_top=2000, min_cells=3)
+    reduced = measure(small_engine, pca)
+    assert reduced.grown <= reduced.budget, reduced
+    coords = made["pca"].read("coords")
+    assert coords.shape == (ds.RNA.shape[0], 20)
+    assert np.isfinite(coords).all()
+    # the 32 tiles hold the same cells: each cell's coordinates are those of its copies
+    np.testing.assert_allclose(coords[:1024], coords[-1024:], rtol=0, atol=1e-4)

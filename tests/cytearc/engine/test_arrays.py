@@ -9,8 +9,15 @@ import dask.array as da
 import numpy as np
 import pytest
 import zarr
+from dask.core import get_dependencies
 
-from cytearc.engine.arrays import aligned_rows, open_lazy, store_aligned, validate_aligned
+from cytearc.engine.arrays import (
+    aligned_rows,
+    fold_rows,
+    open_lazy,
+    store_aligned,
+    validate_aligned,
+)
 from cytearc.errors import MemBudgetError, ShardAlignmentError
 
 
@@ -82,3 +89,46 @@ def test_write_block_refuses_partial_shards() -> None:
         write_block(z, np.ones((100, 30), dtype="u2"), (0, 0), where="counts")
     with pytest.raises(ShardAlignmentError, match="axis 0"):
         write_block(z, np.ones((200, 30), dtype="u2"), (100, 0), where="counts")
+
+
+def _gram(block: np.ndarray) -> np.ndarray:
+    gram: np.ndarray = block.T @ block
+    return gram
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64])
+def test_fold_rows_sums_every_block_in_a_fixed_order(rows: int) -> None:
+    """The fold equals numpy's Gram matrix, and is the same bits on every scheduler."""
+    values = np.random.default_rng(rows).standard_normal((rows * 13 + 5, 6))
+    x = da.from_array(values, chunks=(rows, 6))
+    folded = fold_rows(x, _gram, shape=(6, 6), dtype=np.float64)
+    assert folded.chunks == ((6,), (6,))
+    with dask.config.set(scheduler="threads"):
+        threads = folded.compute()
+    with dask.config.set(scheduler="synchronous"):
+        synchronous = folded.compute()
+    np.testing.assert_array_equal(threads, synchronous)
+    np.testing.assert_allclose(threads, values.T @ values, rtol=1e-12)
+    # the accumulators are the partials' own: the input blocks are left as they were
+    np.testing.assert_array_equal(x.compute(), values)
+
+
+def test_fold_rows_chains_the_partials() -> None:
+    """Each block's task adds to the previous task of its chain; the sum adds the chains' last."""
+    x = da.ones((40, 3), chunks=(4, 3))
+    folded = fold_rows(x, _gram, shape=(3, 3), dtype=np.float64, chains=3)
+    graph = dict(folded.__dask_graph__())
+    folds = {key for key in graph if isinstance(key, str) and key.startswith("fold-")}
+    steps = {key for key in folds if not key.startswith("fold-sum-")}
+    assert len(steps) == 10
+    fed = [len(get_dependencies(graph, key) & folds) for key in sorted(steps)]
+    assert sorted(fed) == [0] * 3 + [1] * 7
+    (total,) = folds - steps
+    assert len(get_dependencies(graph, total) & steps) == 3
+    np.testing.assert_array_equal(folded.compute(), np.full((3, 3), 40.0))
+
+
+def test_fold_rows_refuses_blocks_across_columns() -> None:
+    """Every axis but the first must be one block."""
+    with pytest.raises(ValueError, match="one block across every axis"):
+        fold_rows(da.ones((8, 4), chunks=(4, 2)), _gram, shape=(4, 4), dtype=np.float64)
