@@ -260,10 +260,9 @@ def _fold_step(
     total: np.ndarray | None, block: np.ndarray, *, step: Callable[[np.ndarray], np.ndarray]
 ) -> np.ndarray:
     part = step(block)
+    # add into this task's own partial: the accumulator is read again if a task is retried
     if total is not None:
-        part += (
-            total  # the partial is this task's own; the accumulator may be read again on a retry
-        )
+        part += total
     return part
 
 
