@@ -60,6 +60,7 @@ __all__ = [
     "RunNotFoundError",
     "ShardAlignmentError",
     "SourceFormatError",
+    "StaleArtifactError",
     "StaleSelectionError",
     "StoreAccessError",
     "StoreDamageError",
@@ -269,6 +270,10 @@ class DamagedArtifactError(ArtifactError):
 
 class StaleSelectionError(ArtifactError):
     """A stored cell or feature selection was made for other row identities."""
+
+
+class StaleArtifactError(ArtifactError):
+    """An artifact whose values are rebuilt from the counts (``normalized``) was made from other counts."""
 
 
 # --- pipeline runs --------------------------------------------------------

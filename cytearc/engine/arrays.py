@@ -10,9 +10,11 @@ number of shards.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any, cast
 
 import dask.array as da
+import numpy as np
 from dask.base import tokenize
 from dask.delayed import delayed
 from dask.utils import format_bytes
@@ -23,7 +25,6 @@ from cytearc.storage.damage import CheckedReads
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import numpy as np
     import zarr
     from dask.delayed import Delayed
 
@@ -34,6 +35,7 @@ __all__ = [
     "open_lazy",
     "storage_block",
     "store_aligned",
+    "take_rows",
     "validate_aligned",
 ]
 
@@ -254,6 +256,67 @@ def aligned_rows(
 
 FOLD_CHAINS = 4
 """How many chains :func:`fold_rows` folds in parallel: a constant, so the sum's order never depends on the cluster."""
+
+
+def _keep_rows(block: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    kept: np.ndarray = block[keep[:, 0]]
+    return kept
+
+
+def take_rows(x: da.Array, rows: np.ndarray) -> da.Array:
+    """The rows ``rows`` (increasing, unique) of ``x``, each block cut where it is.
+
+    ``x[rows]`` with an index array makes Dask shuffle pieces of the blocks
+    between tasks (and between workers); here each block keeps its own rows
+    in one task, so a row block is read and cut on the same worker.
+
+    Parameters
+    ----------
+    x
+        A lazy 2-D array.
+    rows
+        Row positions, in increasing order.
+
+    Returns
+    -------
+    dask.array.Array
+        ``x[rows]``, one block per block of ``x`` (empty where a block keeps
+        no row).
+
+    Raises
+    ------
+    ValueError
+        ``rows`` is not increasing, or out of range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = da.arange(12, chunks=4).reshape(6, 2).rechunk((2, 2))
+    >>> take_rows(x, np.array([0, 3, 4])).compute()
+    array([[0, 1],
+           [6, 7],
+           [8, 9]])
+    """
+    positions = np.asarray(rows, dtype=np.int64)
+    if len(positions) and (
+        positions[0] < 0 or positions[-1] >= x.shape[0] or (np.diff(positions) <= 0).any()
+    ):
+        msg = f"take_rows: expected increasing unique rows in [0, {x.shape[0]}), found {positions[:5].tolist()}..."
+        raise ValueError(msg)
+    mask = np.zeros(x.shape[0], dtype=bool)
+    mask[positions] = True
+    bounds = np.cumsum((0, *x.chunks[0]))
+    kept = tuple(int(mask[a:b].sum()) for a, b in itertools.pairwise(bounds))
+    keep = da.from_array(mask[:, None], chunks=(x.chunks[0], 1))
+    taken: da.Array = da.map_blocks(
+        _keep_rows,
+        x,
+        keep,
+        dtype=x.dtype,
+        chunks=(kept, *x.chunks[1:]),
+        meta=np.empty((0,) * x.ndim, dtype=x.dtype),
+    )
+    return taken
 
 
 def _fold_step(

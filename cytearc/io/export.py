@@ -194,8 +194,10 @@ def _run_normed(
     store: Store, recorded: PipelineRun, cells: np.ndarray
 ) -> tuple[_Matrix, dict[str, Any]]:
     """The run's ``normalized`` values, one row per exported cell."""
+    from cytearc.ops.normalize import normalized_values  # noqa: PLC0415 (the operations import the store)
+
     artifact = recorded.artifact("normalized")
-    values = artifact.lazy("data")
+    values = normalized_values(store, artifact)
     if values.shape[0] != len(cells):
         msg = f"{store.where}: run {recorded.run_id}: its normalized values hold {values.shape[0]} cells, its cell selection {len(cells)}; the run's records are damaged - run `cytearc verify`"
         raise OperationArgumentError(msg)

@@ -15,7 +15,7 @@ from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search as markers_search
 from cytearc.ops.markers import table as markers_table
 from cytearc.ops.neighbors import neighbors
-from cytearc.ops.normalize import normalize
+from cytearc.ops.normalize import normalize, normalized_values
 from cytearc.ops.pca import pca
 from cytearc.ops.qc import auto_filter, filter_cells, metrics
 from cytearc.ops.selection import select_measured_cells
@@ -31,6 +31,7 @@ __all__ = [
     "metrics",
     "neighbors",
     "normalize",
+    "normalized_values",
     "pca",
     "select_measured_cells",
     "umap",

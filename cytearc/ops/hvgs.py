@@ -32,6 +32,7 @@ import pandas as pd
 
 from cytearc.errors import OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int
+from cytearc.ops.normalize import normalized_cells, normalized_values
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def hvgs(
     """
     operation = "features.hvgs"
     source = open_input(ds, normalized, kind="normalized", operation=operation)
-    n_cells = int(source.array("data").shape[0])
+    n_cells = normalized_cells(source)
     n_top = parse_int(n_top, name="n_top", operation=operation, minimum=1)
     flavor = parse_choice(flavor, ("seurat", "log"), name="flavor", operation=operation)
     n_bins = parse_int(n_bins, name="n_bins", operation=operation, minimum=1)
@@ -257,7 +258,7 @@ def hvgs(
     def build(writer: ArtifactWriter) -> None:
         keep = None
         if min_cells:
-            keep = _detected_cells(source, writer) >= min_cells
+            keep = _detected_cells(ds, source, writer) >= min_cells
         if flavor == "seurat":
             stats = seurat_statistics(
                 source.read("linear_sum"),
@@ -315,9 +316,9 @@ def hvgs(
     )
 
 
-def _detected_cells(source: Artifact, writer: ArtifactWriter) -> np.ndarray:
+def _detected_cells(ds: AnalysisStore, source: Artifact, writer: ArtifactWriter) -> np.ndarray:
     """Per feature, the normalized cells with a non-zero value."""
     if "feature_nnz" in set(source.group.array_keys()):
         return source.read("feature_nnz")
-    (detected,) = writer.run(da.count_nonzero(source.lazy("data"), axis=0))
+    (detected,) = writer.run(da.count_nonzero(normalized_values(ds, source), axis=0))
     return np.asarray(detected, dtype=np.int64)

@@ -5,6 +5,12 @@ Methods by assay type: RNA types divide each cell by its library size
 centred log ratio per cell, ``log1p(x / exp(mean(log1p(x))))``; ATAC takes
 TF-IDF, ``log1p(x / library * idf * target_sum)`` with
 ``idf = n_cells / (1 + cells detecting the feature)`` over the selected cells.
+
+The artifact stores how to rebuild the values from the immutable ``counts``
+(the selected ``rows``, the method's parameters and, for TF-IDF, ``idf``)
+and the per-feature statistics; :func:`normalized_values` rebuilds them
+lazily, bit for bit, where a later stage reads them. ``store_values=True``
+also stores them as ``data``, the seed's dense layout.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import dask.array as da
 import numpy as np
 
 from cytearc.assays.types import RNA_TYPES
-from cytearc.errors import NegativeCountsError
+from cytearc.engine.arrays import take_rows
+from cytearc.errors import NegativeCountsError, StaleArtifactError
 from cytearc.ops.arguments import parse_bool, parse_choice, parse_float
 from cytearc.ops.publication import reuse_or_publish
 from cytearc.ops.selection import SelectionLike, publish_measured_selection, read_measured_mask
@@ -32,9 +39,12 @@ __all__ = [
     "band_statistics",
     "block_moments",
     "merge_band_statistics",
+    "nonzero_entries",
     "normalize",
     "normalized_block",
+    "normalized_cells",
     "normalized_graph",
+    "normalized_values",
 ]
 
 DATA_CHUNK_BYTES: Final = 16 * 2**20
@@ -111,11 +121,11 @@ def normalized_block(
         geo = np.exp(np.log1p(x).mean(axis=1, keepdims=True))
         clr: np.ndarray = np.log1p(x / geo).astype(np.float32)
         return clr
-    counts = np.asarray(block)
-    rows, columns = np.nonzero(counts)
+    counts = np.ascontiguousarray(block)
+    rows, columns, flat = nonzero_entries(counts)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
-    values = counts[rows, columns].astype(np.float64)
+    values = counts.ravel()[flat].astype(np.float64)
     values *= scale[rows]
     if method == "tfidf":
         assert idf is not None
@@ -123,8 +133,36 @@ def normalized_block(
     if log1p:
         np.log1p(values, out=values)
     out = np.zeros(counts.shape, dtype=np.float32)
-    out[rows, columns] = values
+    out.ravel()[flat] = values
     return out
+
+
+def nonzero_entries(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero entries of a 2-D block in row-major order, as :func:`numpy.nonzero` gives them.
+
+    ``flatnonzero`` of a boolean mask is several times faster than the 2-D
+    ``nonzero`` on a band of counts; the rows and columns follow by division.
+
+    Parameters
+    ----------
+    block
+        A C-contiguous or any 2-D array.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        ``(rows, columns, flat)``: each entry's row, column and index in
+        ``block.ravel()``.
+
+    Examples
+    --------
+    >>> nonzero_entries(np.array([[0, 5], [7, 0]]))
+    (array([0, 1]), array([1, 0]), array([1, 2]))
+    """
+    values = np.ascontiguousarray(block)
+    flat = np.flatnonzero(values != 0)
+    rows, columns = np.divmod(flat, max(1, values.shape[1]))
+    return rows, columns, flat
 
 
 def _packed_moments(block: np.ndarray) -> np.ndarray:
@@ -136,13 +174,13 @@ BAND_STATISTICS: Final = 11
 
 
 def _band_statistics(block: np.ndarray) -> np.ndarray:
-    values = np.asarray(block)
+    values = np.ascontiguousarray(block)
     n, n_columns = values.shape
     if n == 0:
         empty = ColumnMoments.empty(n_columns).pack()
         return np.vstack([empty, empty, np.zeros((1, n_columns))])
-    rows, columns = np.nonzero(values)
-    entries = values[rows, columns].astype(np.float64)
+    _, columns, flat = nonzero_entries(values)
+    entries = values.ravel()[flat].astype(np.float64)
     low, high = values.min(axis=0).astype(np.float64), values.max(axis=0).astype(np.float64)
     log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
     linear = ColumnMoments.of_nonzero(
@@ -255,6 +293,7 @@ def normalized_graph(
     target_sum: float,
     log1p: bool,
     idf: np.ndarray | None = None,
+    features: np.ndarray | None = None,
 ) -> da.Array:
     """The lazy normalized values of ``rows`` of an assay: one block per ``counts`` shard.
 
@@ -268,14 +307,24 @@ def normalized_graph(
         The cells, in increasing order.
     method, target_sum, log1p, idf
         As in :func:`normalized_block`.
+    features
+        Only these feature columns (None: all). A value depends only on its
+        count, its cell's library size and its feature's ``idf``, so the
+        other columns are not normalized, except by ``"clr"``, whose
+        per-cell mean needs every feature.
 
     Returns
     -------
     dask.array.Array
-        The normalized values (float32), ``len(rows)`` x all features.
+        The normalized values (float32), ``len(rows)`` x all features (or
+        ``features``).
     """
-    counts = source.counts.rechunk({1: -1})[rows]
+    counts = take_rows(source.counts.rechunk({1: -1}), rows)
     library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+    narrow = features is not None and method != "clr"
+    if narrow:
+        counts = counts[:, features]
+        idf = None if idf is None else idf[features]
     data: da.Array = da.map_blocks(
         _normalize_band,
         counts,
@@ -286,7 +335,96 @@ def normalized_graph(
         idf=idf,
         dtype=np.float32,
     )
-    return data
+    return data if narrow or features is None else data[:, features]
+
+
+def normalized_cells(normalized: Artifact) -> int:
+    """The number of cells (rows) of a ``normalized`` artifact.
+
+    Parameters
+    ----------
+    normalized
+        A ``normalized`` artifact.
+
+    Returns
+    -------
+    int
+        Its selected cells.
+    """
+    name = "rows" if "rows" in set(normalized.group.array_keys()) else "data"
+    return int(normalized.array(name).shape[0])
+
+
+def normalized_values(
+    ds: AnalysisStore, normalized: Artifact, *, features: np.ndarray | None = None
+) -> da.Array:
+    """The values of a ``normalized`` artifact, lazily, as its ``data`` would hold them.
+
+    Rebuilt from the assay's ``counts`` with the artifact's rows, parameters
+    and ``idf`` (the same arithmetic as the write, so the same bits), in row
+    blocks of :func:`data_chunk_rows`, the chunks of a stored ``data``; an
+    artifact that stores ``data`` (``store_values=True``, or one written
+    before CyteArc 0.3) is read from it.
+
+    Parameters
+    ----------
+    ds
+        The store that holds the artifact.
+    normalized
+        A ``normalized`` artifact.
+    features
+        Only these feature columns (None: all).
+
+    Returns
+    -------
+    dask.array.Array
+        float32, cells x features, one block per :func:`data_chunk_rows` rows.
+
+    Raises
+    ------
+    StaleArtifactError
+        The assay's counts are not those the artifact was made from.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=300, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    >>> from cytearc.ops import normalized_values
+    >>> values = normalized_values(ds, ds.features.normalize("RNA"), features=np.arange(5))
+    >>> values.shape, values.dtype.name
+    ((300, 5), 'float32')
+    """
+    if "data" in set(normalized.group.array_keys()):
+        data: da.Array = normalized.lazy("data")
+        return data if features is None else data[:, features]
+    parameters = normalized.parameters
+    source = ds.assays[parameters["assay"]]
+    made_from = normalized.provenance["inputs"]["counts"]
+    if source.content_fingerprint != made_from:
+        msg = (
+            f"{normalized.ref}: its values are rebuilt from the counts of assay "
+            f"{parameters['assay']!r}; expected counts {made_from}, found "
+            f"{source.content_fingerprint} (the counts were rewritten) - recompute it with "
+            "features.normalize(..., invalidate_cache=True)"
+        )
+        raise StaleArtifactError(msg)
+    rows = normalized.read("rows")
+    method = str(parameters["method"])
+    values = normalized_graph(
+        source,
+        rows,
+        method=method,
+        target_sum=float(parameters["targetSum"] or 1.0),
+        log1p=bool(parameters["log1p"]),
+        idf=normalized.read("idf") if method == "tfidf" else None,
+        features=features,
+    )
+    rechunked: da.Array = values.rechunk((data_chunk_rows(len(rows), source.shape[1]), -1))
+    return rechunked
 
 
 def normalize(
@@ -297,17 +435,24 @@ def normalize(
     method: str | None = None,
     target_sum: float = 1e4,
     log1p: bool = True,
+    store_values: bool = False,
     invalidate_cache: bool = False,
 ) -> Artifact:
     """Normalize the counts of the selected cells into a ``normalized`` artifact.
 
-    The artifact holds ``data`` (float32, one row per selected cell, all
-    features), ``feature_sum`` and ``feature_m2`` (float64, the sum of the
-    stored values and of their squared deviations from the feature mean,
-    merged band by band with Chan's update), and ``linear_sum`` and
-    ``linear_m2``, the same of ``expm1`` of the stored values (the
-    normalized values before the log, which scanpy's HVG statistics use), and
-    ``feature_nnz`` (int64, the cells with a non-zero value of each feature).
+    One pass over the selected cells' counts. The artifact holds ``rows``
+    (int64, the selected cells' rows in increasing order), for TF-IDF
+    ``idf`` (float64, per feature), ``feature_sum`` and ``feature_m2``
+    (float64, the sum of the normalized float32 values and of their squared
+    deviations from the feature mean, merged band by band with Chan's
+    update), ``linear_sum`` and ``linear_m2``, the same of ``expm1`` of the
+    values (the normalized values before the log, which scanpy's HVG
+    statistics use), and ``feature_nnz`` (int64, the cells with a non-zero
+    value of each feature). The values themselves are rebuilt from the
+    counts where they are read (:func:`normalized_values`): storing them
+    would write a dense float32 matrix of every gene (80 GB before
+    compression at a million cells x 20,000 genes) that every reader then
+    decodes, where the counts are read anyway.
 
     Parameters
     ----------
@@ -327,6 +472,11 @@ def normalize(
         The library size each cell is scaled to (not used by ``"clr"``).
     log1p
         Take ``log1p`` of the scaled values (``"clr"`` always does).
+    store_values
+        Also store the values as ``data`` (float32, one row per selected
+        cell, all features, unsharded chunks of :data:`DATA_CHUNK_BYTES`),
+        for readers other than CyteArc; later stages read the same bits
+        either way.
     invalidate_cache
         Compute a new artifact even when one of the same provenance exists.
 
@@ -362,8 +512,8 @@ def normalize(
     ...                    cluster="threads")
     >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
     >>> normalized = ds.features.normalize("RNA", target_sum=1e4)
-    >>> normalized.array("data").shape
-    (300, 600)
+    >>> normalized.read("feature_sum").shape
+    (600,)
     >>> ds.features.normalize("RNA", target_sum=1e4).ref == normalized.ref  # reused
     True
     """
@@ -374,6 +524,7 @@ def normalize(
     )
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     log1p = parse_bool(log1p, name="log1p", operation=operation)
+    store_values = parse_bool(store_values, name="store_values", operation=operation)
     if source.counts.dtype.kind != "u":
         rows = np.flatnonzero(read_measured_mask(ds, assay, cell_selection, operation=operation))
         _refuse_negative(ds, source, rows, operation=operation)
@@ -383,12 +534,13 @@ def normalize(
         "method": method,
         "targetSum": None if method == "clr" else float(target_sum),
         "log1p": True if method == "clr" else bool(log1p),
+        "storeValues": store_values,
     }
 
     def build(writer: ArtifactWriter) -> None:
         idf = None
         if method == "tfidf":
-            counts = source.counts.rechunk({1: -1})[selection.rows]
+            counts = take_rows(source.counts, selection.rows)
             (detected,) = writer.run((counts > 0).sum(axis=0))
             idf = selection.n_cells / (1.0 + np.asarray(detected, dtype=np.float64))
         data = normalized_graph(
@@ -400,12 +552,16 @@ def normalize(
             idf=idf,
         )
         n_features = source.shape[1]
-        writer.store(
-            "data",
-            data,
-            chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
-        )
+        if store_values:
+            writer.store(
+                "data",
+                data,
+                chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
+            )
         (stacked,) = writer.run(band_statistics(data))
+        writer.write("rows", selection.rows.astype(np.int64))
+        if idf is not None:
+            writer.write("idf", idf)
         moments, linear_moments, detected = merge_band_statistics(stacked)
         writer.write("feature_sum", moments.total)
         writer.write("feature_m2", moments.m2)
@@ -431,7 +587,7 @@ def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> n
 
 def _refuse_negative(ds: AnalysisStore, source: Assay, rows: np.ndarray, *, operation: str) -> None:
     """Raise :class:`NegativeCountsError` naming the first selected cell and feature with a negative count."""
-    counts = source.counts if len(rows) == source.shape[0] else source.counts[rows]
+    counts = source.counts if len(rows) == source.shape[0] else take_rows(source.counts, rows)
     (row_min,) = ds.engine.compute(counts.min(axis=1))
     negative = np.flatnonzero(np.asarray(row_min) < 0)
     if not len(negative):

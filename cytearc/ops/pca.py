@@ -2,7 +2,7 @@
 
 Each selected feature is centred by ``feature_sum / n`` and divided by
 ``sqrt(feature_m2 / n)`` (1 for a constant feature), read from the
-normalized artifact without reading ``data``; ``max_value`` clips the scaled
+normalized artifact without reading the values; ``max_value`` clips the scaled
 values as scanpy's ``scale`` does. ``mode="exact"`` sums the Gram matrix
 ``Z^T Z`` over row blocks and takes its eigenvectors; ``mode="randomized"``
 runs Dask's compressed SVD (Halko et al.) with a fixed seed.
@@ -19,7 +19,7 @@ import scipy.linalg
 from cytearc.engine.arrays import fold_rows
 from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
-from cytearc.ops.normalize import block_moments
+from cytearc.ops.normalize import block_moments, normalized_cells, normalized_values
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
 
@@ -33,29 +33,45 @@ __all__ = ["feature_moments", "feature_scaling", "pca", "scaled_block", "scaled_
 
 
 def feature_moments(
-    normalized: Artifact, *, compute: Callable[..., tuple[Any, ...]]
+    ds: AnalysisStore | None,
+    normalized: Artifact,
+    *,
+    compute: Callable[..., tuple[Any, ...]] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``feature_sum`` and ``feature_m2`` of a normalized artifact.
 
-    An artifact without them (written before ``feature_m2`` existed) has
-    them streamed from ``data`` through ``compute``.
+    An artifact without them (written before ``feature_m2`` existed, or
+    whose arrays were removed) has them streamed from its values through
+    ``compute``.
 
     Parameters
     ----------
+    ds
+        The store that holds the artifact (None: only stored moments).
     normalized
         A ``normalized`` artifact.
     compute
         Computes Dask collections and returns their results (such as an
-        :class:`~cytearc.artifacts.ArtifactWriter`'s ``run``).
+        :class:`~cytearc.artifacts.ArtifactWriter`'s ``run``); None to
+        refuse an artifact that does not store its moments.
 
     Returns
     -------
     tuple of numpy.ndarray
         ``(feature_sum, feature_m2)``, float64, one value per feature.
+
+    Raises
+    ------
+    ArtifactError
+        The artifact does not store ``feature_sum`` and ``feature_m2`` and
+        ``ds`` or ``compute`` is None.
     """
     if {"feature_sum", "feature_m2"} <= set(normalized.group.array_keys()):
         return normalized.read("feature_sum"), normalized.read("feature_m2")
-    (packed,) = compute(block_moments(normalized.lazy("data")))
+    if ds is None or compute is None:
+        msg = f"{normalized.ref}: expected arrays feature_sum and feature_m2, found them missing; pass ds= and compute= to stream them from the values"
+        raise ArtifactError(msg)
+    (packed,) = compute(block_moments(normalized_values(ds, normalized)))
     moments = ColumnMoments.merge_packed(packed)
     return moments.total, moments.m2
 
@@ -64,6 +80,7 @@ def feature_scaling(
     normalized: Artifact,
     features: np.ndarray,
     *,
+    ds: AnalysisStore | None = None,
     compute: Callable[..., tuple[Any, ...]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (population; 1 for a constant feature) of ``features``.
@@ -74,9 +91,8 @@ def feature_scaling(
         A ``normalized`` artifact.
     features
         The feature indices.
-    compute
-        As in :func:`feature_moments`; None to refuse an artifact that does
-        not store its feature moments.
+    ds, compute
+        As in :func:`feature_moments`.
 
     Returns
     -------
@@ -87,18 +103,13 @@ def feature_scaling(
     ------
     ArtifactError
         The artifact does not store ``feature_sum`` and ``feature_m2`` and
-        ``compute`` is None.
+        ``ds`` or ``compute`` is None.
     """
-    n = int(normalized.array("data").shape[0])
-    total, m2 = feature_moments(normalized, compute=compute or _no_compute)
+    n = normalized_cells(normalized)
+    total, m2 = feature_moments(ds, normalized, compute=compute)
     sd = np.sqrt(m2[features] / n)
     sd[sd == 0] = 1.0
     return total[features] / n, sd
-
-
-def _no_compute(*_: Any) -> tuple[Any, ...]:
-    msg = "normalized artifact: expected arrays feature_sum and feature_m2, found them missing; pass compute= to stream them from data"
-    raise ArtifactError(msg)
 
 
 def scaled_block(
@@ -127,6 +138,7 @@ def scaled_block(
 
 
 def scaled_graph(
+    ds: AnalysisStore,
     normalized: Artifact,
     features: np.ndarray,
     *,
@@ -134,14 +146,16 @@ def scaled_graph(
     sd: np.ndarray,
     max_value: float | None,
 ) -> da.Array:
-    """The lazy scaled values of ``features`` of a normalized artifact (blocks of its chunks' rows).
+    """The lazy scaled values of ``features`` of a normalized artifact (blocks of its values' rows).
 
     Parameters
     ----------
+    ds
+        The store that holds the artifact.
     normalized
         A ``normalized`` artifact.
     features
-        The feature indices (columns of ``data``).
+        The feature indices.
     mean, sd, max_value
         As in :func:`scaled_block`.
 
@@ -149,13 +163,12 @@ def scaled_graph(
     -------
     dask.array.Array
         The scaled values (float64), cells x ``features``, one block per
-        chunk of rows of ``data``.
+        row block of :func:`~cytearc.ops.normalize.normalized_values`.
     """
-    z: da.Array = (
-        normalized.lazy("data")[:, features]
-        .map_blocks(scaled_block, mean=mean, sd=sd, max_value=max_value, dtype=np.float64)
-        .rechunk({1: -1})
-    )
+    values = normalized_values(ds, normalized, features=features)
+    z: da.Array = da.map_blocks(
+        scaled_block, values, mean=mean, sd=sd, max_value=max_value, dtype=np.float64
+    ).rechunk({1: -1})
     return z
 
 
@@ -236,18 +249,18 @@ def pca(
         parse_float(max_value, name="max_value", operation=operation, positive=True)
     seed = parse_seed(seed, operation=operation)
     features = hv.read("features")
-    n_cells = int(norm.array("data").shape[0])
+    n_cells = normalized_cells(norm)
     k = min(n_comps, len(features), n_cells - 1)
     if k < 1:
         msg = f"reduce.pca: {n_cells} cells and {len(features)} features leave no component; select more cells or features"
         raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
-        total_sum, m2 = feature_moments(norm, compute=writer.run)
+        total_sum, m2 = feature_moments(ds, norm, compute=writer.run)
         mean, sd = total_sum[features] / n_cells, np.sqrt(m2[features] / n_cells)
         varying = sd > 0
         sd[~varying] = 1.0
-        z = scaled_graph(norm, features, mean=mean, sd=sd, max_value=max_value)
+        z = scaled_graph(ds, norm, features, mean=mean, sd=sd, max_value=max_value)
         total = float(n_cells * np.count_nonzero(varying))
         if mode == "exact":
             m = z.shape[1]

@@ -141,7 +141,7 @@ FINDINGS = (
             v.outcome == "crash" and _path(m).endswith("zarr.json") and "artifacts/" in _path(m)
         ),
         example=lambda t: FlipBit(
-            path=_artifact_array_document(t, "normalized", "data"), offset=0, bit=0
+            path=_artifact_array_document(t, "normalized", "feature_sum"), offset=0, bit=0
         ),
         fixed=True,
     ),

@@ -16,6 +16,7 @@ from cytearc.engine.arrays import (
     fold_rows,
     open_lazy,
     store_aligned,
+    take_rows,
     validate_aligned,
 )
 from cytearc.errors import MemBudgetError, ShardAlignmentError
@@ -132,3 +133,29 @@ def test_fold_rows_refuses_blocks_across_columns() -> None:
     """Every axis but the first must be one block."""
     with pytest.raises(ValueError, match="one block across every axis"):
         fold_rows(da.ones((8, 4), chunks=(4, 2)), _gram, shape=(4, 4), dtype=np.float64)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_take_rows_equals_numpy_one_task_per_block(seed: int) -> None:
+    """take_rows is numpy's row indexing; each block is cut in its own task, none shuffled."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 9, size=(97, 5))
+    x = da.from_array(values, chunks=((10, 30, 7, 50), (3, 2)))
+    rows = np.flatnonzero(rng.random(97) < [0.0, 0.3, 1.0, 0.6][seed % 4])
+    taken = take_rows(x, rows)
+    assert taken.numblocks == x.numblocks
+    np.testing.assert_array_equal(taken.compute(scheduler="sync"), values[rows])
+    assert taken.chunks[0] == tuple(
+        int(((rows >= a) & (rows < a + n)).sum())
+        for a, n in zip(np.cumsum((0, *x.chunks[0][:-1])), x.chunks[0], strict=True)
+    )
+    graph = dict(taken.__dask_graph__())
+    assert not [key for key in graph if "shuffle" in str(key)]
+
+
+def test_take_rows_refuses_unordered_rows() -> None:
+    """Rows out of order, repeated or out of range are refused before a graph is built."""
+    x = da.ones((10, 2), chunks=(5, 2))
+    for rows in ([3, 1], [2, 2], [0, 10], [-1, 4]):
+        with pytest.raises(ValueError, match="increasing unique rows"):
+            take_rows(x, np.array(rows))

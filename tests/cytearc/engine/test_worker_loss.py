@@ -86,7 +86,7 @@ def kill_a_worker(client: Client, *, after: float, rng: random.Random) -> Iterat
 
 
 def _normalized(ds: DataStore) -> dict[str, bytes]:
-    norm = ds.features.normalize("RNA", invalidate_cache=True)
+    norm = ds.features.normalize("RNA", store_values=True, invalidate_cache=True)
     return {name: norm.read(name).tobytes() for name in ("data", "feature_sum", "feature_m2")}
 
 

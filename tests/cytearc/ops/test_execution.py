@@ -59,11 +59,11 @@ def test_compute_guard_catches_a_compute() -> None:
 
 
 def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_threads) -> None:
-    """The graphs of normalize (data, checks, moments) and of the PCA Gram matrix compute nothing.
+    """The graphs of normalize (values, checks, moments) and of the PCA Gram matrix compute nothing.
 
     ``normalize`` builds its graph inside its artifact's build step, so the
     graph is rebuilt here from the same pieces; computed afterwards it gives
-    the stored artifact bit for bit.
+    the stored statistics bit for bit, and the values those of numpy.
     """
     with raise_if_dask_computes():
         ds = open_threads(planted.path)
@@ -79,11 +79,13 @@ def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_t
         statistics = band_statistics(data)
         features = chain.hvgs.read("features")
         mean, sd = feature_scaling(chain.norm, features)
-        z = scaled_graph(chain.norm, features, mean=mean, sd=sd, max_value=None)
+        z = scaled_graph(ds, chain.norm, features, mean=mean, sd=sd, max_value=None)
         gram = z.T @ z
     values, gram_values, stacked = da.compute(checked, gram, statistics, scheduler="threads")
     merged, linear, nnz = merge_band_statistics(stacked)
-    np.testing.assert_array_equal(_bits(values), _bits(chain.norm.read("data")))
+    library = planted.rna[rows].sum(axis=1).astype(np.float64)
+    expected = np.log1p(planted.rna[rows] * (1e4 / library)[:, None]).astype(np.float32)
+    np.testing.assert_array_equal(_bits(values), _bits(expected))
     np.testing.assert_array_equal(_bits(merged.total), _bits(chain.norm.read("feature_sum")))
     np.testing.assert_array_equal(_bits(merged.m2), _bits(chain.norm.read("feature_m2")))
     np.testing.assert_array_equal(_bits(linear.m2), _bits(chain.norm.read("linear_m2")))
@@ -97,7 +99,7 @@ def test_normalize_and_pca_graphs_build_without_computing(planted, chain, open_t
 
 @pytest.mark.parametrize(("method", "graphs"), [("library_size", 1), ("tfidf", 2)])
 def test_normalize_runs_one_graph_per_pass(planted, chain, method: str, graphs: int) -> None:
-    """Normalize writes data and merges moments in one computation (TF-IDF first counts the idf)."""
+    """Normalize merges its moments in one computation (TF-IDF first counts the idf)."""
     counter = _Computations()
     with counter:
         chain.ds.features.normalize(
@@ -130,13 +132,13 @@ def engine(_engine_session: None) -> Engine:
 
 
 def test_threads_and_local_cluster_normalize_to_equal_bits(chain, on_cluster) -> None:
-    """Normalized data and feature moments are bit-identical on 2 worker processes."""
+    """Normalized rows and feature moments are bit-identical on 2 worker processes."""
     norm, hv, _ = on_cluster
     assert norm.ref != chain.norm.ref
     assert norm.provenance == chain.norm.provenance
     assert norm.attrs["execution_options"]["scheduler"] == "distributed"
     assert chain.norm.attrs["execution_options"]["scheduler"] == "threads"
-    for name in ("data", "feature_sum", "feature_m2"):
+    for name in ("rows", "feature_sum", "feature_m2", "linear_sum", "linear_m2"):
         np.testing.assert_array_equal(_bits(norm.read(name)), _bits(chain.norm.read(name)))
     for name in ("mean", "variance", "dispersion", "dispersion_norm", "features"):
         np.testing.assert_array_equal(_bits(hv.read(name)), _bits(chain.hvgs.read(name)))
@@ -218,9 +220,9 @@ def test_every_worker_computes_with_one_blas_thread(worker_processes: str) -> No
 
 @pytest.mark.slow
 def test_worker_processes_give_the_threaded_bits(chain, on_worker_processes) -> None:
-    """Normalized data, HVGs and PCA are bit-identical on nanny and no-nanny worker processes."""
+    """Normalized moments, HVGs and PCA are bit-identical on nanny and no-nanny worker processes."""
     norm, hv, pca = on_worker_processes
-    for name in ("data", "feature_sum", "feature_m2"):
+    for name in ("rows", "feature_sum", "feature_m2"):
         np.testing.assert_array_equal(_bits(norm.read(name)), _bits(chain.norm.read(name)))
     np.testing.assert_array_equal(_bits(hv.read("features")), _bits(chain.hvgs.read("features")))
     for name in ("loadings", "explained_variance", "coords"):
@@ -259,7 +261,7 @@ def test_read_only_store_reuses_and_changes_no_byte(planted, chain, open_threads
 
 
 def test_data_write_and_moments_share_their_reads(planted, chain) -> None:
-    """Writing data and merging its moments normalize each counts block once, not twice."""
+    """Writing stored values and merging their moments normalize each counts block once, not twice."""
     normalize_module = importlib.import_module("cytearc.ops.normalize")
 
     calls = []
@@ -272,7 +274,7 @@ def test_data_write_and_moments_share_their_reads(planted, chain) -> None:
     normalize_module.normalized_block = counting  # type: ignore[assignment]
     try:
         norm = chain.ds.features.normalize(
-            "RNA", cell_selection=planted.mask, invalidate_cache=True
+            "RNA", cell_selection=planted.mask, store_values=True, invalidate_cache=True
         )
     finally:
         normalize_module.normalized_block = original  # type: ignore[assignment]

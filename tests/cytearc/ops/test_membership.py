@@ -15,6 +15,7 @@ from cytearc.datasets import generate
 from cytearc.errors import UnmeasuredCellsError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns
+from cytearc.ops.normalize import normalized_cells, normalized_values
 from cytearc.ops.selection import publish_selection
 from cytepool.testing import tree_snapshot
 
@@ -211,8 +212,9 @@ def test_select_measured_cells_makes_a_selection_that_works(
     assert set(selection.provenance["inputs"]) == {"cells", "membership"}
     np.testing.assert_array_equal(selection.read("mask"), measured)
     norm = partial.features.normalize("RNA", cell_selection=ref)
-    assert norm.array("data").shape == (N_CELLS - UNMEASURED, 300)
-    assert np.isfinite(norm.read("data")).all()
+    values = normalized_values(partial, norm).compute(scheduler="threads")
+    assert values.shape == (N_CELLS - UNMEASURED, 300)
+    assert np.isfinite(values).all()
     markers = partial.markers.search("RNA", group_key="cell_type", cell_selection=ref)
     assert markers.read("n_cells").sum() == N_CELLS - UNMEASURED
     kept = partial.qc.filter({"RNA_nCounts": (1, None)}, cell_selection=ref)
@@ -247,7 +249,7 @@ def test_select_measured_cells_of_no_measured_cell_raises(partial: DataStore) ->
 def test_other_assays_are_not_checked_against_rna_membership(partial: DataStore) -> None:
     """ADT has no membership column: every cell counts as measured by it."""
     norm = partial.features.normalize("ADT")
-    assert norm.array("data").shape == (N_CELLS, 6)
+    assert normalized_values(partial, norm).shape == (N_CELLS, 6)
     kept = partial.qc.filter({"ADT_nCounts": (0, None)})
     assert kept.read("mask").all()
 
@@ -266,4 +268,4 @@ def test_a_column_without_the_membership_role_is_not_membership(
     path = _build(tmp_path / "ds.zarr", import_matrix, attributes={"note": "ordinary"})
     ds = open_threads(path, zarr_mode="r+")
     norm = ds.features.normalize("RNA", target_sum=1e4)
-    assert norm.array("data").shape[0] == N_CELLS
+    assert normalized_cells(norm) == N_CELLS

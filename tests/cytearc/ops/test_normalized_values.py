@@ -1,0 +1,99 @@
+"""The normalized artifact's values are rebuilt from the counts: the same bits as stored ``data``, downstream too."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import zarr
+
+from cytearc.errors import StaleArtifactError
+from cytearc.ops.normalize import normalized_cells, normalized_values
+from cytepool.testing import raise_if_dask_computes
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cytearc import DataStore
+    from cytearc.artifacts import Artifact
+
+
+def _bits(values: Any) -> np.ndarray:
+    """The bytes of an array, so NaN, -0.0 and last-bit differences all count."""
+    return np.ascontiguousarray(np.asarray(values)).view(np.uint8)
+
+
+def _computed(ds: DataStore, norm: Artifact, **options: Any) -> np.ndarray:
+    return np.asarray(normalized_values(ds, norm, **options).compute(scheduler="threads"))
+
+
+@pytest.mark.parametrize("assay", ["RNA", "ADT", "ATAC"])
+def test_rebuilt_values_equal_the_stored_data_bit_for_bit(planted, chain, assay: str) -> None:
+    """Library size (RNA), CLR (ADT) and TF-IDF (ATAC): rebuilt values are the stored ``data``, chunk for chunk."""
+    ds = chain.ds
+    rebuilt = ds.features.normalize(assay, cell_selection=planted.mask)
+    stored = ds.features.normalize(assay, cell_selection=planted.mask, store_values=True)
+    assert rebuilt.ref != stored.ref
+    assert "data" not in set(rebuilt.group.array_keys())
+    assert stored.parameters == {**rebuilt.parameters, "storeValues": True}
+    data = stored.array("data")
+    values = normalized_values(ds, rebuilt)
+    assert values.chunks[0][0] == data.chunks[0]
+    assert normalized_cells(rebuilt) == normalized_cells(stored) == data.shape[0]
+    np.testing.assert_array_equal(_bits(values.compute(scheduler="threads")), _bits(data[...]))
+    for name in ("feature_sum", "feature_m2", "linear_sum", "linear_m2", "feature_nnz", "rows"):
+        np.testing.assert_array_equal(_bits(rebuilt.read(name)), _bits(stored.read(name)))
+    features = np.array([0, 3, 4, 11])
+    np.testing.assert_array_equal(
+        _bits(_computed(ds, rebuilt, features=features)), _bits(data[...][:, features])
+    )
+
+
+def test_downstream_results_do_not_depend_on_the_layout(planted, chain) -> None:
+    """HVGs, PCA, the kNN graph, Leiden and markers from rebuilt values equal those from stored ``data``."""
+    ds = chain.ds
+    results = {}
+    for store_values in (False, True):
+        norm = ds.features.normalize("RNA", cell_selection=planted.mask, store_values=store_values)
+        hv = ds.features.hvgs(norm, n_top=100)
+        pca = ds.reduce.pca(norm, hv, n_comps=10, max_value=10)
+        graph = ds.graph.neighbors(pca, k=10)
+        label = f"layout_{int(store_values)}"
+        ds.cluster.leiden(graph, label=label)
+        markers = ds.markers.search("RNA", group_key=label, cell_selection=planted.mask)
+        results[store_values] = {
+            "features": hv.read("features"),
+            **{name: pca.read(name) for name in ("coords", "loadings", "explained_variance")},
+            **{name: graph.read(name) for name in ("indices", "distances", "conn_data")},
+            "labels": ds.cells.fetch_all(label),
+            "score": markers.read("score"),
+        }
+    for name, value in results[False].items():
+        np.testing.assert_array_equal(_bits(value), _bits(results[True][name]), err_msg=name)
+
+
+def test_values_build_lazily(planted, chain) -> None:
+    """normalized_values builds a graph and reads nothing."""
+    with raise_if_dask_computes():
+        values = normalized_values(chain.ds, chain.norm, features=np.arange(10))
+    assert values.shape == (planted.mask.sum(), 10)
+
+
+def test_values_of_other_counts_are_refused(planted, chain, tmp_path: Path, open_threads) -> None:
+    """Counts rewritten under the artifact: rebuilding its values raises and names the remedy."""
+    copy = tmp_path / "copy.zarr"
+    shutil.copytree(planted.path, copy)
+    ds = open_threads(copy, zarr_mode="r+")
+    norm = ds.load_artifact(chain.norm.ref)
+    np.testing.assert_array_equal(_computed(ds, norm), _computed(chain.ds, chain.norm))
+    other = "sha256:" + "0" * 64
+    matrix = zarr.open_group(copy / "matrices" / "RNA", mode="r+")
+    matrix["counts"].attrs["content_fingerprint"] = other
+    matrix["countSummaries"].attrs["source_fingerprint"] = other
+    changed = open_threads(copy, zarr_mode="r+")
+    with pytest.raises(StaleArtifactError, match="invalidate_cache=True") as info:
+        normalized_values(changed, changed.load_artifact(chain.norm.ref))
+    assert str(chain.norm.ref) in str(info.value)
+    assert isinstance(info.value, ValueError)
