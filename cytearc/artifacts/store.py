@@ -87,6 +87,9 @@ ATTRIBUTES: Final = (
     "complete",
 )
 _COMPRESSOR: Final = compressor("zstd", error=ArtifactError)
+SPILL_GROUP: Final = "_spill"
+"""The subgroup of an unpublished artifact that holds :meth:`ArtifactWriter.spill`'s scratch arrays."""
+
 _RECOMPUTE: Final = "compute it again: rerun its operation with invalidate_cache=True"
 
 
@@ -629,6 +632,53 @@ class ArtifactWriter:
         self._pending.append(store_aligned(x, array, where=f"{self.ref}/{name}"))
         self._lazy_digests.append((array, lazy_chunk_digests(x)))
 
+    def spill(self, name: str, x: da.Array) -> None:
+        """Plan a write of ``x`` into a scratch array of the group, for a later pass to read back.
+
+        A second pass over values that cost more to compute than to read
+        (normalized values rebuilt from gzip counts) reads them from the
+        scratch array (:meth:`spilled`) instead. Scratch arrays are deleted
+        before publication and are not part of the payload.
+
+        Parameters
+        ----------
+        name
+            The scratch array's name.
+        x
+            Its values; its blocks are the chunks.
+        """
+        scratch = self.group.require_group(SPILL_GROUP)
+        array = scratch.create_array(
+            name,
+            shape=x.shape,
+            dtype=x.dtype,
+            chunks=tuple(max(1, c[0]) for c in x.chunks),
+            compressors=_COMPRESSOR,
+        )
+        self._pending.append(store_aligned(x, array, where=f"{self.ref}/{SPILL_GROUP}/{name}"))
+
+    def spilled(self, name: str) -> da.Array:
+        """A scratch array written by :meth:`spill` (after a :meth:`run`), lazily.
+
+        Parameters
+        ----------
+        name
+            The scratch array's name.
+
+        Returns
+        -------
+        dask.array.Array
+            Its values, one block per chunk.
+        """
+        array = self.group[f"{SPILL_GROUP}/{name}"]
+        assert isinstance(array, zarr.Array)
+        return open_lazy(array)
+
+    def drop_spills(self) -> None:
+        """Delete the scratch arrays (before publication)."""
+        if SPILL_GROUP in self.group:
+            del self.group[SPILL_GROUP]
+
     def run(self, *extra: Any) -> tuple[Any, ...]:
         """Compute the planned writes together with ``extra`` collections; the results of ``extra``.
 
@@ -761,6 +811,7 @@ def produce(
     try:
         build(writer)
         writer.run()
+        writer.drop_spills()
         digests = writer.digests()
     except BaseException:
         parent = root[ref.path.rsplit("/", 1)[0]]

@@ -5,7 +5,10 @@ Each selected feature is centred by ``feature_sum / n`` and divided by
 normalized artifact without reading the values; ``max_value`` clips the scaled
 values as scanpy's ``scale`` does. ``mode="exact"`` sums the Gram matrix
 ``Z^T Z`` over row blocks and takes its eigenvectors; ``mode="randomized"``
-runs Dask's compressed SVD (Halko et al.) with a fixed seed.
+runs Dask's compressed SVD (Halko et al.) with a fixed seed. The HVG values
+are rebuilt from the counts once: the first pass spills them into a scratch
+array of the unpublished artifact (:meth:`ArtifactWriter.spill`, deleted
+before publication), which the projection and the SVD's passes read back.
 """
 
 from __future__ import annotations
@@ -165,7 +168,17 @@ def scaled_graph(
         The scaled values (float64), cells x ``features``, one block per
         row block of :func:`~cytearc.ops.normalize.normalized_values`.
     """
-    values = normalized_values(ds, normalized, features=features)
+    return _scaled(
+        normalized_values(ds, normalized, features=features),
+        mean=mean,
+        sd=sd,
+        max_value=max_value,
+    )
+
+
+def _scaled(
+    values: da.Array, *, mean: np.ndarray, sd: np.ndarray, max_value: float | None
+) -> da.Array:
     z: da.Array = da.map_blocks(
         scaled_block, values, mean=mean, sd=sd, max_value=max_value, dtype=np.float64
     ).rechunk({1: -1})
@@ -260,23 +273,17 @@ def pca(
         mean, sd = total_sum[features] / n_cells, np.sqrt(m2[features] / n_cells)
         varying = sd > 0
         sd[~varying] = 1.0
-        z = scaled_graph(ds, norm, features, mean=mean, sd=sd, max_value=max_value)
+        scaling = {"mean": mean, "sd": sd, "max_value": max_value}
+        # the values are rebuilt from the counts once: the pass that needs them first also
+        # spills them, and every later pass reads them back (the same bits, the same blocks)
+        values = normalized_values(ds, norm, features=features)
+        writer.spill("values", values)
         total = float(n_cells * np.count_nonzero(varying))
-        if mode == "exact":
-            m = z.shape[1]
-            (gram,) = writer.run(fold_rows(z, _gram, shape=(m, m), dtype=np.float64))
-            values, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
-            order = np.argsort(values)[::-1]
-            eig, loadings = np.clip(values[order], 0, None), vectors[:, order]
-            if max_value is not None:
-                total = float(np.trace(gram))
-        else:
-            _, s, vt = da.linalg.svd_compressed(z, k, n_power_iter=4, seed=seed)
-            s, vt = writer.run(s, vt)
-            eig, loadings = s**2, vt.T
-            if max_value is not None:
-                (total,) = writer.run((z**2).sum())
+        eig, loadings, total = _components(
+            writer, values, scaling, mode=mode, k=k, seed=seed, total=total
+        )
         loadings = loadings * _signs(loadings)
+        z = _scaled(writer.spilled("values"), **scaling)
         coords = da.map_blocks(
             _project, z, loadings=loadings, dtype=np.float32, chunks=(z.chunks[0], (k,))
         )
@@ -304,6 +311,36 @@ def pca(
         build=build,
         invalidate_cache=invalidate_cache,
     )
+
+
+def _components(
+    writer: ArtifactWriter,
+    values: da.Array,
+    scaling: dict[str, Any],
+    *,
+    mode: str,
+    k: int,
+    seed: int,
+    total: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Eigenvalues, loadings and the total variance of the scaled values (spilled as ``values``)."""
+    clipped = scaling["max_value"] is not None
+    if mode == "exact":
+        m = values.shape[1]
+        z = _scaled(values, **scaling)
+        (gram,) = writer.run(fold_rows(z, _gram, shape=(m, m), dtype=np.float64))
+        eigenvalues, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
+        order = np.argsort(eigenvalues)[::-1]
+        total = float(np.trace(gram)) if clipped else total
+        return np.clip(eigenvalues[order], 0, None), vectors[:, order], total
+    writer.run()
+    z = _scaled(writer.spilled("values"), **scaling)
+    _, s, vt = da.linalg.svd_compressed(z, k, n_power_iter=4, seed=seed)
+    s, vt = writer.run(s, vt)
+    if clipped:
+        (sum_of_squares,) = writer.run((z**2).sum())
+        total = float(sum_of_squares)
+    return s**2, vt.T, total
 
 
 def _gram(block: np.ndarray) -> np.ndarray:
