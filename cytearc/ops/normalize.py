@@ -146,7 +146,7 @@ def nonzero_entries(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     Parameters
     ----------
     block
-        A C-contiguous or any 2-D array.
+        A 2-D array (copied first if it is not C-contiguous).
 
     Returns
     -------
