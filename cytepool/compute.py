@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
-import zarr
 from dask.base import compute as dask_compute
 from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
@@ -82,11 +81,7 @@ class OneBlasThread(WorkerPlugin):
     On setup it sets the ``*_NUM_THREADS`` variables to 1 for libraries
     loaded later, loads NumPy's and SciPy's BLAS and limits them; before
     each task it applies the limit again (a few microseconds), in case a
-    task changed it. It also gives Zarr's codec pool one thread per worker
-    thread (``threading.max_workers``): Dask already runs one task per core,
-    and Zarr's default pool (CPUs + 4 threads per process) spent 60 % more
-    CPU decoding a gzip shard than one thread does (measured on 2 cores).
-    Registered by :func:`limit_blas_threads`.
+    task changed it. Registered by :func:`limit_blas_threads`.
     """
 
     name = _PLUGIN_NAME
@@ -102,7 +97,6 @@ class OneBlasThread(WorkerPlugin):
 
         self._controller = ThreadpoolController()
         self._controller.limit(limits=1)
-        zarr.config.set({"threading.max_workers": max(1, int(worker.state.nthreads))})
 
     def transition(self, key: Any, start: str, finish: str, **kwargs: Any) -> None:  # noqa: ANN401
         """Before a task executes, apply the limit again."""
