@@ -29,6 +29,7 @@ from cytearc.artifacts import make_provenance, produce
 from cytearc.engine import get_engine, open_lazy
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import COLUMNS_ATTRIBUTE, list_columns
+from cytearc.ops.normalize import normalized_values
 from cytearc.pipeline import ledger
 from cytearc.pipeline.records import RunRecord
 from cytearc.plots import qc_violins
@@ -458,6 +459,22 @@ def _stale_selection(store: Path) -> object:
     ref = _selection(store)
     zarr.open_array(store / ref / "mask", mode="r+").attrs["rowIds"] = "sha256:" + "0" * 64
     return _writable(store).features.normalize("RNA", cell_selection=ref)
+
+
+@case(
+    errors.StaleArtifactError,
+    f"RNA/artifacts/normalized/{ARTIFACT_ID}: its values are rebuilt from the counts of assay "
+    r"'RNA'; expected counts sha256:[0-9a-f]{64}, found sha256:0{64} \(the counts were "
+    r"rewritten\) - recompute it with features.normalize\(\.\.\., invalidate_cache=True\)",
+)
+def _stale_artifact(store: Path) -> object:
+    ref = _writable(store).features.normalize("RNA").ref
+    other = "sha256:" + "0" * 64
+    matrix = zarr.open_group(store / "matrices" / "RNA", mode="r+")
+    matrix["counts"].attrs["content_fingerprint"] = other
+    matrix["countSummaries"].attrs["source_fingerprint"] = other
+    ds = _open(store)
+    return normalized_values(ds, ds.load_artifact(ref))
 
 
 @case(

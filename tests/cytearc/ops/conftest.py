@@ -11,6 +11,7 @@ the cells.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -147,3 +148,18 @@ def chain(planted: Planted) -> Chain:
     hv = ds.features.hvgs(norm, n_top=100, flavor="log")
     pca = ds.reduce.pca(norm, hv, n_comps=10)
     return Chain(ds=ds, norm=norm, hvgs=hv, pca=pca)
+
+
+@pytest.fixture
+def normalized_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per call of ``cytearc.ops.normalize.normalized_block`` while the test runs."""
+    module = importlib.import_module("cytearc.ops.normalize")
+    calls: list[int] = []
+    original = module.normalized_block
+
+    def counting(*args: Any, **kwargs: Any) -> np.ndarray:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, "normalized_block", counting)
+    return calls
