@@ -547,14 +547,15 @@ def normalize(
     }
 
     def build(writer: ArtifactWriter) -> None:
+        rows = selection.rows.astype(np.int64)
         idf = None
         if method == "tfidf":
-            counts = take_rows(source.counts, selection.rows)
+            counts = take_rows(source.counts, rows)
             (detected,) = writer.run((counts > 0).sum(axis=0))
-            idf = selection.n_cells / (1.0 + np.asarray(detected, dtype=np.float64))
+            idf = len(rows) / (1.0 + np.asarray(detected, dtype=np.float64))
         data = normalized_graph(
             source,
-            selection.rows,
+            rows,
             method=method,
             target_sum=float(target_sum),
             log1p=bool(parameters["log1p"]),
@@ -565,10 +566,10 @@ def normalize(
             writer.store(
                 "data",
                 data,
-                chunks=(data_chunk_rows(selection.n_cells, n_features), n_features),
+                chunks=(data_chunk_rows(len(rows), n_features), n_features),
             )
         (stacked,) = writer.run(band_statistics(data))
-        writer.write("rows", selection.rows.astype(np.int64))
+        writer.write("rows", rows)
         if idf is not None:
             writer.write("idf", idf)
         moments, linear_moments, detected = merge_band_statistics(stacked)
