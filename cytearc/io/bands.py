@@ -58,7 +58,8 @@ __all__ = [
 ]
 
 GENE_EXPRESSION: Final = "Gene Expression"
-DEFAULT_BAND_ROWS: Final = 10_000
+DEFAULT_BAND_ROWS: Final = 2_048
+"""Cells per on-disk bucket (and per band of an H5AD read): a band read holds about this many cells."""
 CHUNK_ENTRIES: Final = 1 << 20
 """Entries parsed or read per step when a source buckets its file."""
 BUCKETS_NAME: Final = "cytearc-bands"

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ImportResult", "write_store"]
 
-SCAN_ROWS: Final = 8192
+SCAN_ROWS: Final = 2_048
 COUNT_TYPES: Final = frozenset({"RNA", "URNA", "ADT", "HTO", "ATAC", "CRISPR", "ANTIGEN"})
 """Assay types whose values are counts of molecules or reads, so integers; others may hold scores."""
 
@@ -544,6 +544,7 @@ def write_store(
             compressor=codec,
             engine=engine,
             where=f"{path}/matrices/{name}",
+            transpose=types[name] in RNA_TYPES,
         )
     band_rows = min(w.band_rows for w in writers.values())
     bar = tqdm(total=n_cells, desc="write counts", unit="cells", disable=not show_progress)

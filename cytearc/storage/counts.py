@@ -3,8 +3,8 @@
 ``counts`` (cells x features) is written by one task per row band, each band
 a whole number of shards and identity blocks; the task also computes the
 band's identity-block digests and its summaries, so nothing reads the matrix
-back for them. ``countsT`` (features x cells) is then a rechunk-and-store graph
-over the stored ``counts`` whose writers own whole ``countsT`` shards.
+back for them. ``countsT`` (features x cells) is then written from the stored
+``counts`` out of core, through a scratch array (:mod:`cytearc.storage.transpose`).
 """
 
 from __future__ import annotations
@@ -24,16 +24,22 @@ from zarr.storage import MemoryStore
 
 from cytearc.engine.arrays import (
     aligned_rows,
-    open_lazy,
-    store_aligned,
     validate_aligned,
     write_block,
 )
+from cytearc.engine.geometry import ArrayGeometry, rows_within
 from cytearc.errors import CyteArcError, MemBudgetError, ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
 from cytearc.storage.damage import read_region
 from cytearc.storage.identity import block_digests, counts_fingerprint
 from cytearc.storage.layout import IDENTITY_ROWS, CountLayout
+from cytearc.storage.transpose import (
+    TransposePlan,
+    create_scratch,
+    gather_groups,
+    split_band,
+    transpose_counts,
+)
 from cytepool.codecs import compressor as named_compressor
 from cytepool.compute import compute
 from cytepool.errors import ClusterLostError
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
     from cytearc.engine.cluster import Engine
 
 __all__ = [
+    "BAND_BYTES",
     "LAYOUT_ATTRIBUTE",
     "SUMMARY_COMPRESSORS",
     "CountsWritten",
@@ -65,6 +72,11 @@ __all__ = [
     "write_summaries",
 ]
 
+BAND_BYTES: Final = 32 * 2**20
+"""Bytes of values a band holds at most (one shard and identity block more if they are larger).
+
+Bands larger than this write no faster, and each one is held by the client
+until its worker has written it; at most two per worker are in flight."""
 _BAND_ATTEMPTS: Final = 4
 """How many times a band is sent, when the workers holding it are lost."""
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
@@ -219,7 +231,10 @@ def band_summaries(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def write_band(
-    block: np.ndarray | sp.csr_matrix, array: zarr.Array[Any], first_row: int
+    block: np.ndarray | sp.csr_matrix,
+    array: zarr.Array[Any],
+    first_row: int,
+    scratch: zarr.Array[Any] | None = None,
 ) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
     """Write one row band of ``counts`` (dense or sparse) in the array's dtype.
 
@@ -234,6 +249,9 @@ def write_band(
         ``counts``.
     first_row
         The band's first row.
+    scratch
+        The scratch array of ``countsT`` to split the band into as well
+        (:mod:`cytearc.storage.transpose`), or None.
 
     Returns
     -------
@@ -260,6 +278,8 @@ def write_band(
         dense = checked_cast(np.asarray(block), dtype, where=where)
         row_sums, row_positive, column_positive = band_summaries(dense)
     write_block(array, dense, (first_row, 0), where=where)
+    if scratch is not None:
+        split_band(dense, scratch, first_row)
     return (
         block_digests(dense, first_row=first_row, n_rows=array.shape[0]),
         row_sums,
@@ -512,8 +532,10 @@ class CountsWriter:
     order, then call :meth:`finish`, which writes
     ``countsT`` and returns the identity and summaries. On an engine the bands
     are written by workers, at most two per worker in flight; without one, in
-    this process. Bands are sized to the worker memory, and at most
-    ``max_band_rows`` (rounded down to whole shards and identity blocks).
+    this process. Bands are sized to the worker memory through
+    :meth:`~cytearc.engine.geometry.ArrayGeometry.read_bytes`, at most
+    :data:`BAND_BYTES` of values and at most ``max_band_rows`` (rounded down to
+    whole shards and identity blocks).
     """
 
     def __init__(
@@ -528,6 +550,7 @@ class CountsWriter:
         where: str = "counts",
         max_band_rows: int | None = None,
         resume: bool = False,
+        transpose: bool = False,
     ) -> None:
         self.group, self.shape, self.dtype = group, shape, np.dtype(dtype)
         self.layout, self.compressor, self.engine, self.where = layout, compressor, engine, where
@@ -546,15 +569,31 @@ class CountsWriter:
                 compressor=compressor,
                 dimension_names=("cell", "feature"),
             )
-        shard_rows = self.counts.shards[0] if self.counts.shards else self.counts.chunks[0]
+        geometry = ArrayGeometry.of(self.counts)
         budget = engine.worker_memory() if engine is not None else 2**30
-        unit = band_unit(shard_rows)
-        band_rows = aligned_rows(
-            budget=budget, row_bytes=max(shape[1], 1) * 8, shard_rows=unit, n_rows=shape[0]
+        unit = band_unit(geometry.unit_rows)
+        # a band's write holds what its read would (the band, the shards' copies and
+        # encoded chunks), its source rows (CSR: at most 8 bytes a value) and, when
+        # it splits for countsT, the transpose and its encoded scratch chunks
+        fused = transpose and not resume
+        band_rows = rows_within(
+            geometry,
+            budget=budget,
+            row_bytes=max(shape[1], 1) * (8 + (2 * self.dtype.itemsize if fused else 0)),
+            unit=unit,
+            target=BAND_BYTES,
+            where=where,
         )
         if max_band_rows is not None:
             band_rows = max(unit, min(band_rows, max_band_rows - max_band_rows % unit))
         self.band_rows = band_rows
+        self._transposing: tuple[zarr.Array[Any], TransposePlan, zarr.Array[Any]] | None = None
+        if fused:
+            counts_t = self._create_counts_t()
+            plan = TransposePlan(
+                self.counts, counts_t, budget=budget, where=where, band_rows=band_rows
+            )
+            self._transposing = (counts_t, plan, create_scratch(group, counts_t, plan))
         self._results: dict[int, Any] = {}
         self._in_flight: dict[Future[Any], tuple[int, np.ndarray | sp.csr_matrix, int]] = {}
         self._buffer: list[np.ndarray | sp.csr_matrix] = []
@@ -583,7 +622,7 @@ class CountsWriter:
             msg = f"{self.where}: band {first_row}:{first_row + rows} is not a band of {self.band_rows} rows"
             raise ShardAlignmentError(msg)
         if self.engine is None or self.engine.client is None:
-            self._results[first_row] = write_band(block, self.counts, first_row)
+            self._results[first_row] = write_band(block, self.counts, first_row, self.scratch)
             return
         self._submit(first_row, block, attempt=1)
         limit = 2 * max(1, len(self.engine.client.scheduler_info()["workers"]))
@@ -604,7 +643,7 @@ class CountsWriter:
                     msg = f"{self.where}: band {first_row} could not be sent to a worker ({type(error).__name__}: {error})"
                     raise ClusterLostError(msg) from error
                 client.wait_for_workers(1, timeout=60)
-        future = client.submit(write_band, data, self.counts, first_row, pure=False)
+        future = client.submit(write_band, data, self.counts, first_row, self.scratch, pure=False)
         self._in_flight[future] = (first_row, block, attempt)
 
     def _collect(self, *, return_when: str) -> None:
@@ -690,6 +729,23 @@ class CountsWriter:
             raise ShardAlignmentError(msg)
         return self.complete([self._results[s] for s in starts], transpose=transpose)
 
+    @property
+    def scratch(self) -> zarr.Array[Any] | None:
+        """The scratch array bands are split into as they are written, if this writer transposes."""
+        return None if self._transposing is None else self._transposing[2]
+
+    def _create_counts_t(self) -> zarr.Array[Any]:
+        n_rows, n_cols = self.shape
+        return _create(
+            self.group,
+            "countsT",
+            shape=(n_cols, n_rows),
+            dtype=self.dtype,
+            layout=self.layout,
+            compressor=self.compressor,
+            dimension_names=("feature", "cell"),
+        )
+
     def complete(self, results: Sequence[Any], *, transpose: bool) -> CountsWritten:
         """Combine band results (in row order) into identity and summaries; write ``countsT``.
 
@@ -706,22 +762,19 @@ class CountsWriter:
         CountsWritten
             The content fingerprint and the count summaries.
         """
-        n_rows, n_cols = self.shape
         written = combine_bands(results, shape=self.shape, dtype=self.dtype)
         self.counts.attrs["content_fingerprint"] = written.content_fingerprint
-        if transpose:
-            counts_t = _create(
+        if transpose and self._transposing is not None:
+            counts_t, plan, scratch = self._transposing
+            gather_groups(self.group, scratch, counts_t, plan, engine=self.engine, where=self.where)
+        elif transpose:
+            transpose_counts(
                 self.group,
-                "countsT",
-                shape=(n_cols, n_rows),
-                dtype=self.dtype,
-                layout=self.layout,
-                compressor=self.compressor,
-                dimension_names=("feature", "cell"),
+                self.counts,
+                self._create_counts_t(),
+                engine=self.engine,
+                where=self.where,
             )
-            source = open_lazy(self.counts)
-            target = source.T.rechunk(counts_t.shards or counts_t.chunks)
-            _compute(self.engine, store_aligned(target, counts_t, where=f"{self.where}T"))
         return written
 
 
@@ -794,12 +847,16 @@ def write_count_arrays(
         compressor=compressor,
         engine=engine,
         where=where,
+        transpose=transpose,
     )
     x = x.rechunk((writer.band_rows, x.shape[1]))
     validate_aligned(x.chunks, writer.counts, where=where)
     starts = np.cumsum((0, *x.chunks[0][:-1])).tolist()
     write = delayed(write_band, pure=False)
-    tasks = [write(b, writer.counts, s) for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)]
+    tasks = [
+        write(b, writer.counts, s, writer.scratch)
+        for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)
+    ]
     return writer.complete(_compute(engine, *tasks), transpose=transpose)
 
 

@@ -156,11 +156,6 @@ def test_pooled_cube_write_stays_within_the_budget(
     assert measured.grown <= measured.budget, measured
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="counts -> countsT is one Dask rechunk whose every output shard needs a piece of every counts shard, so the workers hold the whole input: 512 MiB of counts grew them by 1.44 GB over a 512 MiB budget",
-)
 def test_counts_and_counts_t_write_stays_within_the_budget(
     big_store: Path, small_engine: Engine, tmp_path: Path
 ) -> None:
