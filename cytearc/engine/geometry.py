@@ -29,6 +29,8 @@ from cytearc.errors import MemBudgetError
 if TYPE_CHECKING:
     import zarr
 
+    from cytearc.storage.layout import ArrayLayout
+
 __all__ = ["ArrayGeometry", "rows_within"]
 
 
@@ -93,6 +95,28 @@ class ArrayGeometry:
             shards=None if shards is None else (int(shards[0]), int(shards[1])),
             itemsize=int(array.dtype.itemsize),
         )
+
+    @classmethod
+    def of_layout(
+        cls, layout: ArrayLayout, *, shape: tuple[int, int], itemsize: int
+    ) -> ArrayGeometry:
+        """The geometry an array of ``shape`` will have under a count layout.
+
+        Parameters
+        ----------
+        layout
+            Its shard and chunk shapes (:meth:`~cytearc.storage.layout.CountLayout.array_layout`).
+        shape
+            The array's shape.
+        itemsize
+            Bytes per value.
+
+        Returns
+        -------
+        ArrayGeometry
+            The geometry, before the array exists.
+        """
+        return cls(shape=shape, chunks=layout.chunks, shards=layout.shards, itemsize=itemsize)
 
     @property
     def chunk_bytes(self) -> int:

@@ -6,8 +6,8 @@ library-size normalized values ``v = x / rowSums * target_sum``:
 ``linear_sum`` (sum of ``v``), ``log_sum`` (sum of ``log1p(v)``) and
 ``log_sum_sq`` (sum of ``log1p(v)**2``), with ``n_cells``. The layers are lazy
 Dask arrays: one task per ``countsT`` shard (a band of features over every
-cell) computes its features' sums for every pair with a sparse indicator
-product on the non-zero values, so the matrix is read once and no partial
+cell) computes its features' sums for every pair from the non-zero values
+(one ``numpy.bincount`` per layer), so the matrix is read once and no partial
 sums travel between tasks (assays without ``countsT`` add up ``counts``
 shards in a fixed tree); the cube's values and fingerprint are the same on
 every scheduler.
@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Final
 import dask.array as da
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
@@ -56,35 +55,44 @@ VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
 
 
 def _pair_sums(
-    x: sp.csr_matrix, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
+    block: np.ndarray,
+    library: np.ndarray,
+    codes: np.ndarray,
+    *,
+    n_codes: int,
+    target_sum: float,
+    cells_axis: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The five sums of cells x features counts ``x`` per pair code, on its non-zero values.
+    """The five sums of a dense block of counts per pair code, on its non-zero values.
 
-    Returns int64 ``(2, n_codes, n_features)`` (counts, detected) and float64
+    ``block`` is cells x features (``cells_axis=0``, a ``counts`` shard) or
+    features x cells (``cells_axis=1``, a ``countsT`` shard). Returns int64
+    ``(2, n_codes, n_features)`` (counts, detected) and float64
     ``(3, n_codes, n_features)`` (linear_sum, log_sum, log_sum_sq); cells of
-    code ``-1`` are left out.
+    code ``-1`` are left out. Each sum adds its cells' values in increasing
+    cell order (row-major non-zeros, then ``numpy.bincount``), so it does not
+    depend on the block's orientation or on the scheduler.
     """
-    x = sp.csr_matrix(x, dtype=np.float64)
-    keep = np.flatnonzero(codes >= 0)
-    indicator = sp.csr_matrix(
-        (np.ones(len(keep)), (codes[keep], keep)), shape=(n_codes, x.shape[0])
-    )
+    block = np.asarray(block)
+    n_features = block.shape[1 - cells_axis]
+    major, minor = np.divmod(np.flatnonzero(block), block.shape[1])
+    values = block[major, minor].astype(np.float64)
+    cells, features = (major, minor) if cells_axis == 0 else (minor, major)
+    code = codes[cells]
+    keep = code >= 0
+    cells, values = cells[keep], values[keep]
+    keys = code[keep] * n_features + features[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / library, 0.0)
-    linear = x.copy()
-    linear.data *= np.repeat(scale, np.diff(x.indptr))
-    logs = linear.copy()
-    logs.data = np.log1p(logs.data)
-    squares = logs.copy()
-    squares.data **= 2
-    detected = x.copy()
-    detected.data[:] = 1.0
+    linear = values * scale[cells]
+    logs = np.log1p(linear)
+    size = n_codes * n_features
 
-    def pooled(m: sp.csr_matrix) -> np.ndarray:
-        return np.asarray((indicator @ m).toarray())
+    def pooled(weights: np.ndarray | None) -> np.ndarray:
+        return np.bincount(keys, weights=weights, minlength=size).reshape(n_codes, n_features)
 
-    integers = np.rint(np.stack([pooled(x), pooled(detected)])).astype(np.int64)
-    return integers, np.stack([pooled(linear), pooled(logs), pooled(squares)])
+    integers = np.stack([np.rint(pooled(values)), pooled(None)]).astype(np.int64)
+    return integers, np.stack([pooled(linear), pooled(logs), pooled(logs**2)])
 
 
 def _pool_block(
@@ -92,7 +100,7 @@ def _pool_block(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sums of one ``counts`` shard's cells, with a leading axis for adding shards up."""
     integers, values = _pair_sums(
-        sp.csr_matrix(np.asarray(block)), library, codes, n_codes=n_codes, target_sum=target_sum
+        block, library, codes, n_codes=n_codes, target_sum=target_sum, cells_axis=0
     )
     return integers[None], values[None]
 
@@ -101,8 +109,7 @@ def _pool_band(
     block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Sums of one ``countsT`` shard (a band of features over every cell)."""
-    cells = sp.csr_matrix(np.asarray(block)).T.tocsr()
-    return _pair_sums(cells, library, codes, n_codes=n_codes, target_sum=target_sum)
+    return _pair_sums(block, library, codes, n_codes=n_codes, target_sum=target_sum, cells_axis=1)
 
 
 def _pooled_bands(

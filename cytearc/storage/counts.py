@@ -23,7 +23,6 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
 from cytearc.engine.arrays import (
-    aligned_rows,
     validate_aligned,
     write_block,
 )
@@ -58,6 +57,7 @@ __all__ = [
     "SUMMARY_COMPRESSORS",
     "CountsWritten",
     "band_result",
+    "band_rows_for",
     "band_summaries",
     "band_unit",
     "checksummed",
@@ -398,10 +398,67 @@ def read_band_result(
     )
 
 
+def band_rows_for(
+    counts: ArrayGeometry,
+    *,
+    budget: int,
+    transpose: bool,
+    where: str,
+    max_band_rows: int | None = None,
+) -> int:
+    """Rows of the bands a count writer writes ``counts`` in: whole shards and identity blocks.
+
+    A band's write is charged what its read would hold
+    (:meth:`~cytearc.engine.geometry.ArrayGeometry.read_bytes`: the band,
+    the shards' copies and encoded chunks), its source rows (CSR: at most 8
+    bytes a value) and, when it splits for ``countsT``, its transpose and the
+    encoded scratch chunks; a band holds at most :data:`BAND_BYTES` of values.
+
+    Parameters
+    ----------
+    counts
+        The geometry of ``counts``.
+    budget
+        The memory of one worker, bytes.
+    transpose
+        Whether the bands are also split into the ``countsT`` scratch array.
+    where
+        The array, for the message.
+    max_band_rows
+        At most this many rows (rounded down to whole units; at least one unit).
+
+    Returns
+    -------
+    int
+        Rows per band.
+
+    Raises
+    ------
+    MemBudgetError
+        Not even one unit fits ``budget``.
+    """
+    unit = band_unit(counts.unit_rows)
+    rows = rows_within(
+        counts,
+        budget=budget,
+        row_bytes=max(counts.shape[1], 1) * (8 + (2 * counts.itemsize if transpose else 0)),
+        unit=unit,
+        target=BAND_BYTES,
+        where=where,
+    )
+    if max_band_rows is not None:
+        rows = max(unit, min(rows, max_band_rows - max_band_rows % unit))
+    return rows
+
+
 def layout_fits(
     layout: CountLayout, *, shape: tuple[int, int], dtype: np.dtype, budget: int
 ) -> bool:
-    """Whether the bands of ``counts`` and the shards of ``countsT`` under ``layout`` fit ``budget``.
+    """Whether the bands of ``counts`` and the ``countsT`` transposition under ``layout`` fit ``budget``.
+
+    The plans checked are those the writers make (:func:`band_rows_for`
+    with the split for ``countsT``, and :class:`~cytearc.storage.transpose.TransposePlan`),
+    so a layout that fits is never refused once writing has begun.
 
     Parameters
     ----------
@@ -417,19 +474,21 @@ def layout_fits(
     Returns
     -------
     bool
-        True when both orientations have a band of whole shards that fits.
+        True when every task of the write fits.
     """
-    for array_shape in (shape, (shape[1], shape[0])):
-        geometry = layout.array_layout(array_shape, itemsize=np.dtype(dtype).itemsize)
-        try:
-            aligned_rows(
-                budget=budget,
-                row_bytes=max(array_shape[1], 1) * 8,
-                shard_rows=geometry.shards[0],
-                n_rows=array_shape[0],
-            )
-        except MemBudgetError:
-            return False
+    itemsize = np.dtype(dtype).itemsize
+    counts, counts_t = (
+        ArrayGeometry.of_layout(
+            layout.array_layout(s, itemsize=itemsize), shape=s, itemsize=itemsize
+        )
+        for s in (shape, (shape[1], shape[0]))
+    )
+    try:
+        rows = band_rows_for(counts, budget=budget, transpose=True, where="counts")
+        TransposePlan(counts, counts_t, budget=budget, where="counts", band_rows=rows)
+        TransposePlan(counts, counts_t, budget=budget, where="counts")
+    except MemBudgetError:
+        return False
     return True
 
 
@@ -569,29 +628,24 @@ class CountsWriter:
                 compressor=compressor,
                 dimension_names=("cell", "feature"),
             )
-        geometry = ArrayGeometry.of(self.counts)
         budget = engine.worker_memory() if engine is not None else 2**30
-        unit = band_unit(geometry.unit_rows)
-        # a band's write holds what its read would (the band, the shards' copies and
-        # encoded chunks), its source rows (CSR: at most 8 bytes a value) and, when
-        # it splits for countsT, the transpose and its encoded scratch chunks
         fused = transpose and not resume
-        band_rows = rows_within(
-            geometry,
+        self.band_rows = band_rows_for(
+            ArrayGeometry.of(self.counts),
             budget=budget,
-            row_bytes=max(shape[1], 1) * (8 + (2 * self.dtype.itemsize if fused else 0)),
-            unit=unit,
-            target=BAND_BYTES,
+            transpose=fused,
             where=where,
+            max_band_rows=max_band_rows,
         )
-        if max_band_rows is not None:
-            band_rows = max(unit, min(band_rows, max_band_rows - max_band_rows % unit))
-        self.band_rows = band_rows
         self._transposing: tuple[zarr.Array[Any], TransposePlan, zarr.Array[Any]] | None = None
         if fused:
             counts_t = self._create_counts_t()
             plan = TransposePlan(
-                self.counts, counts_t, budget=budget, where=where, band_rows=band_rows
+                ArrayGeometry.of(self.counts),
+                ArrayGeometry.of(counts_t),
+                budget=budget,
+                where=where,
+                band_rows=self.band_rows,
             )
             self._transposing = (counts_t, plan, create_scratch(group, counts_t, plan))
         self._results: dict[int, Any] = {}

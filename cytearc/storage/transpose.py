@@ -70,8 +70,8 @@ class TransposePlan:
 
     Parameters
     ----------
-    counts, counts_t
-        The source array and the (created, empty) target.
+    source, target
+        The geometries of ``counts`` and ``countsT``.
     budget
         The memory of one worker, bytes.
     where
@@ -90,14 +90,13 @@ class TransposePlan:
 
     def __init__(
         self,
-        counts: zarr.Array[Any],
-        counts_t: zarr.Array[Any],
+        source: ArrayGeometry,
+        target: ArrayGeometry,
         *,
         budget: int,
         where: str,
         band_rows: int | None = None,
     ) -> None:
-        source, target = ArrayGeometry.of(counts), ArrayGeometry.of(counts_t)
         n_cells, n_features = source.shape
         task = max(TASK_BYTES, n_cells * n_features * source.itemsize // _MAX_TASKS)
         self.band_rows = band_rows or rows_within(
@@ -251,7 +250,9 @@ def transpose_counts(
         Not even one shard of either array fits a worker's memory.
     """
     budget = engine.worker_memory() if engine is not None else 2**30
-    plan = TransposePlan(counts, counts_t, budget=budget, where=where)
+    plan = TransposePlan(
+        ArrayGeometry.of(counts), ArrayGeometry.of(counts_t), budget=budget, where=where
+    )
     scratch = create_scratch(group, counts_t, plan)
     split = delayed(_split, pure=False)
     _run(engine, [split(counts, scratch, a, b) for a, b in plan.bands()])

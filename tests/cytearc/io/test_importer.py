@@ -337,7 +337,7 @@ def test_layout_that_does_not_fit_is_refused(tmp_path: Path) -> None:
     from cytearc.errors import MemBudgetError  # noqa: PLC0415
 
     small = get_engine(cluster="threads", mem_budget="300MiB")
-    matrix = sp.random(2000, 8000, density=0.002, format="csr", random_state=0)
+    matrix = sp.random(2000, 20000, density=0.001, format="csr", random_state=0)
     matrix.data = np.ceil(matrix.data * 5)
     big = CountLayout(unit_bytes=2**30, chunk_bytes=2**20)
     with pytest.raises(

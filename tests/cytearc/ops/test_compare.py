@@ -208,3 +208,47 @@ def test_pool_refuses_a_read_only_url_and_a_cube_inside_the_store(
         assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
     assert tree_snapshot(store) == before
+
+
+def _sparse_product_sums(
+    cells: np.ndarray, library: np.ndarray, codes: np.ndarray, n_codes: int, target_sum: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The five sums as scipy's indicator products compute them (the implementation before bincount)."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    x = sp.csr_matrix(cells, dtype=np.float64)
+    keep = np.flatnonzero(codes >= 0)
+    indicator = sp.csr_matrix(
+        (np.ones(len(keep)), (codes[keep], keep)), shape=(n_codes, x.shape[0])
+    )
+    scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1), 0.0)
+    linear = x.copy()
+    linear.data *= np.repeat(scale, np.diff(x.indptr))
+    logs = linear.copy()
+    logs.data = np.log1p(logs.data)
+    squares = logs.copy()
+    squares.data **= 2
+    detected = x.copy()
+    detected.data[:] = 1.0
+    pooled = [np.asarray((indicator @ m).toarray()) for m in (x, detected, linear, logs, squares)]
+    return np.rint(np.stack(pooled[:2])).astype(np.int64), np.stack(pooled[2:])
+
+
+@pytest.mark.parametrize("cells_axis", [0, 1])
+def test_pair_sums_equal_scipys_indicator_products_bit_for_bit(cells_axis: int) -> None:
+    """The bincount sums add each pair's cells in the order scipy's sparse product does: the same bits, either orientation."""
+    from cytearc.ops.compare import _pair_sums  # noqa: PLC0415
+
+    rng = np.random.default_rng(7)
+    cells = (rng.negative_binomial(2, 0.3, size=(700, 90)) * (rng.random((700, 90)) < 0.15)).astype(
+        np.uint16
+    )
+    cells[5] = 0  # an empty cell (library 0)
+    library = cells.sum(axis=1).astype(np.float64)
+    codes = rng.integers(-1, 6, size=700)
+    expected = _sparse_product_sums(cells, library, codes, 6, 1e4)
+    block = cells if cells_axis == 0 else np.ascontiguousarray(cells.T)
+    got = _pair_sums(block, library, codes, n_codes=6, target_sum=1e4, cells_axis=cells_axis)
+    assert got[0].dtype == np.int64
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1].tobytes() == expected[1].tobytes()

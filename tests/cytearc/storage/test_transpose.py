@@ -48,7 +48,9 @@ def test_many_bands_and_groups_give_the_exact_transpose(
     counts, counts_t = group["counts"], group["countsT"]
     assert isinstance(counts, zarr.Array)
     assert isinstance(counts_t, zarr.Array)
-    plan = TransposePlan(counts, counts_t, budget=2**30, where="m")
+    plan = TransposePlan(
+        ArrayGeometry.of(counts), ArrayGeometry.of(counts_t), budget=2**30, where="m"
+    )
     assert len(plan.bands()) > 10
     assert len(plan.groups()) > 10
     np.testing.assert_array_equal(counts_t[:], values.T)
@@ -63,7 +65,9 @@ def test_bands_and_groups_are_whole_shards_that_fit_the_budget(tmp_path: Path) -
     assert isinstance(counts, zarr.Array)
     assert isinstance(counts_t, zarr.Array)
     budget = 200_000
-    plan = TransposePlan(counts, counts_t, budget=budget, where="m")
+    plan = TransposePlan(
+        ArrayGeometry.of(counts), ArrayGeometry.of(counts_t), budget=budget, where="m"
+    )
     source, target = ArrayGeometry.of(counts), ArrayGeometry.of(counts_t)
     assert plan.band_rows % source.unit_rows == 0
     assert plan.group_rows % target.unit_rows == 0
@@ -77,7 +81,9 @@ def test_bands_and_groups_are_whole_shards_that_fit_the_budget(tmp_path: Path) -
     with pytest.raises(
         MemBudgetError, match=r"m: counts: a block of 16 rows needs .* raise mem_budget"
     ):
-        TransposePlan(counts, counts_t, budget=10_000, where="m")
+        TransposePlan(
+            ArrayGeometry.of(counts), ArrayGeometry.of(counts_t), budget=10_000, where="m"
+        )
 
 
 @pytest.mark.slow
