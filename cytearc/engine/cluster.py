@@ -33,13 +33,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLUSTER_VARIABLE",
+    "UNPLANNED_TASK_MEMORY",
     "Engine",
+    "compute_on",
     "get_engine",
     "running_engine",
     "shutdown",
     "start_local_cluster",
+    "task_memory",
 ]
 
+
+UNPLANNED_TASK_MEMORY: Final = 2**30
+"""What one task plans for without an engine (on Dask's current scheduler): 1 GiB."""
 
 _lock = threading.Lock()
 _local: Engine | None = None
@@ -307,6 +313,40 @@ def _refuse_in_bootstrapping_worker() -> None:
     main = sys.modules.get("__main__")
     if getattr(main, "__name__", None) == "__mp_main__":
         raise EngineConfigError(_unguarded_message(getattr(main, "__file__", None)))
+
+
+def task_memory(engine: Engine | None) -> int:
+    """What one task may plan for: the engine's :meth:`Engine.worker_memory`, else :data:`UNPLANNED_TASK_MEMORY`.
+
+    Parameters
+    ----------
+    engine
+        The engine, or None for Dask's current scheduler.
+
+    Returns
+    -------
+    int
+        Bytes.
+    """
+    return engine.worker_memory() if engine is not None else UNPLANNED_TASK_MEMORY
+
+
+def compute_on(engine: Engine | None, *collections: Any) -> tuple[Any, ...]:
+    """Compute on the engine (:meth:`Engine.compute`), or where Dask's current scheduler is.
+
+    Parameters
+    ----------
+    engine
+        The engine, or None.
+    *collections
+        Dask collections.
+
+    Returns
+    -------
+    tuple
+        Their values, in argument order.
+    """
+    return engine.compute(*collections) if engine is not None else compute(*collections)
 
 
 def shutdown() -> None:

@@ -28,6 +28,7 @@ from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops.arguments import parse_cell_column, parse_choice, parse_float
+from cytearc.ops.normalize import nonzero_entries
 from cytearc.ops.publication import values_digest
 from cytearc.ops.selection import (
     SelectionLike,
@@ -73,10 +74,10 @@ def _pair_sums(
     cell order (row-major non-zeros, then ``numpy.bincount``), so it does not
     depend on the block's orientation or on the scheduler.
     """
-    block = np.asarray(block)
+    block = np.ascontiguousarray(block)
     n_features = block.shape[1 - cells_axis]
-    major, minor = np.divmod(np.flatnonzero(block), block.shape[1])
-    values = block[major, minor].astype(np.float64)
+    major, minor, flat = nonzero_entries(block)
+    values = block.ravel()[flat].astype(np.float64)
     cells, features = (major, minor) if cells_axis == 0 else (minor, major)
     code = codes[cells]
     keep = code >= 0

@@ -26,6 +26,7 @@ from cytearc.engine.arrays import (
     validate_aligned,
     write_block,
 )
+from cytearc.engine.cluster import compute_on, task_memory
 from cytearc.engine.geometry import ArrayGeometry, rows_within
 from cytearc.errors import CyteArcError, MemBudgetError, ShardAlignmentError
 from cytearc.storage.count_dtype import checked_cast
@@ -40,7 +41,6 @@ from cytearc.storage.transpose import (
     transpose_counts,
 )
 from cytepool.codecs import compressor as named_compressor
-from cytepool.compute import compute
 from cytepool.errors import ClusterLostError
 
 if TYPE_CHECKING:
@@ -628,10 +628,11 @@ class CountsWriter:
                 compressor=compressor,
                 dimension_names=("cell", "feature"),
             )
-        budget = engine.worker_memory() if engine is not None else 2**30
+        budget = task_memory(engine)
         fused = transpose and not resume
+        geometry = ArrayGeometry.of(self.counts)
         self.band_rows = band_rows_for(
-            ArrayGeometry.of(self.counts),
+            geometry,
             budget=budget,
             transpose=fused,
             where=where,
@@ -641,7 +642,7 @@ class CountsWriter:
         if fused:
             counts_t = self._create_counts_t()
             plan = TransposePlan(
-                ArrayGeometry.of(self.counts),
+                geometry,
                 ArrayGeometry.of(counts_t),
                 budget=budget,
                 where=where,
@@ -816,9 +817,12 @@ class CountsWriter:
         CountsWritten
             The content fingerprint and the count summaries.
         """
+        if self._transposing is not None and not transpose:
+            msg = f"{self.where}: this writer was made to write countsT (transpose=True), so it must complete with transpose=True"
+            raise ValueError(msg)
         written = combine_bands(results, shape=self.shape, dtype=self.dtype)
         self.counts.attrs["content_fingerprint"] = written.content_fingerprint
-        if transpose and self._transposing is not None:
+        if self._transposing is not None:
             counts_t, plan, scratch = self._transposing
             gather_groups(self.group, scratch, counts_t, plan, engine=self.engine, where=self.where)
         elif transpose:
@@ -911,9 +915,4 @@ def write_count_arrays(
         write(b, writer.counts, s, writer.scratch)
         for b, s in zip(x.to_delayed()[:, 0], starts, strict=True)
     ]
-    return writer.complete(_compute(engine, *tasks), transpose=transpose)
-
-
-def _compute(engine: Engine | None, *tasks: Any) -> Sequence[Any]:
-    """Compute on the engine, or where Dask's current scheduler is."""
-    return engine.compute(*tasks) if engine is not None else compute(*tasks)
+    return writer.complete(compute_on(engine, *tasks), transpose=transpose)

@@ -29,13 +29,11 @@ from dask.delayed import delayed
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from cytearc.engine.arrays import write_block
+from cytearc.engine.cluster import compute_on, task_memory
 from cytearc.engine.geometry import ArrayGeometry, rows_within
 from cytearc.storage.damage import read_region
-from cytepool.compute import compute
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     import zarr
 
     from cytearc.engine.cluster import Engine
@@ -99,13 +97,17 @@ class TransposePlan:
     ) -> None:
         n_cells, n_features = source.shape
         task = max(TASK_BYTES, n_cells * n_features * source.itemsize // _MAX_TASKS)
-        self.band_rows = band_rows or rows_within(
-            source,
-            budget=budget,
-            row_bytes=2 * n_features * source.itemsize,
-            target=task,
-            where=f"{where}: counts",
-        )
+        if band_rows is None:
+            band_rows = rows_within(
+                source,
+                budget=budget,
+                row_bytes=2 * n_features * source.itemsize,
+                target=task,
+                where=f"{where}: counts",
+            )
+        self.band_rows = band_rows
+        # a group of whole countsT units reads whole chunk rows of the scratch array,
+        # so its read is charged the same whatever height the chunks get
         scratch = ArrayGeometry(
             shape=target.shape, chunks=(target.unit_rows, self.band_rows), itemsize=target.itemsize
         )
@@ -217,7 +219,7 @@ def gather_groups(
         The assay, for messages.
     """
     gather = delayed(_gather, pure=False)
-    _run(engine, [gather(scratch, counts_t, a, b, f"{where}T") for a, b in plan.groups()])
+    compute_on(engine, *[gather(scratch, counts_t, a, b, f"{where}T") for a, b in plan.groups()])
     del group[SCRATCH]
 
 
@@ -249,18 +251,11 @@ def transpose_counts(
     MemBudgetError
         Not even one shard of either array fits a worker's memory.
     """
-    budget = engine.worker_memory() if engine is not None else 2**30
+    budget = task_memory(engine)
     plan = TransposePlan(
         ArrayGeometry.of(counts), ArrayGeometry.of(counts_t), budget=budget, where=where
     )
     scratch = create_scratch(group, counts_t, plan)
     split = delayed(_split, pure=False)
-    _run(engine, [split(counts, scratch, a, b) for a, b in plan.bands()])
+    compute_on(engine, *[split(counts, scratch, a, b) for a, b in plan.bands()])
     gather_groups(group, scratch, counts_t, plan, engine=engine, where=where)
-
-
-def _run(engine: Engine | None, tasks: Sequence[Any]) -> None:
-    if engine is not None:
-        engine.compute(*tasks)
-    else:
-        compute(*tasks)

@@ -12,7 +12,7 @@ import zarr
 from cytearc.engine.geometry import ArrayGeometry
 from cytearc.errors import MemBudgetError
 from cytearc.storage import transpose
-from cytearc.storage.counts import write_count_arrays
+from cytearc.storage.counts import CountsWriter, write_count_arrays
 from cytearc.storage.layout import CountLayout
 from cytearc.storage.transpose import SCRATCH, TransposePlan
 
@@ -108,3 +108,18 @@ def test_the_same_counts_t_on_a_local_cluster(
             ).read_bytes(), rel
     assert SCRATCH not in threaded
     assert SCRATCH not in clustered
+
+
+def test_a_transposing_writer_refuses_to_complete_without_counts_t(tmp_path: Path) -> None:
+    """A writer made with transpose=True has countsT and its scratch array; completing without them is refused."""
+    group = zarr.create_group(store=tmp_path / "m.zarr", zarr_format=3)
+    values = _values(600, 40)
+    writer = CountsWriter(
+        group, shape=values.shape, dtype=values.dtype, layout=SMALL, compressor=None, transpose=True
+    )
+    writer.append(values)
+    with pytest.raises(ValueError, match="made to write countsT"):
+        writer.finish(transpose=False)
+    assert SCRATCH in group
+    np.testing.assert_array_equal(writer.finish(transpose=True).row_sums, values.sum(axis=1))
+    assert SCRATCH not in group
