@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget", default="8G")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--compression",
+        choices=["gzip", "zstd", "none"],
+        default=None,
+        help="the codec of the imported counts (default: import_data's)",
+    )
     parser.add_argument("--restart", action="store_true", help="forget the recorded stages")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -147,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
         # benchmark's own: it and everything computed from it are made again
         for made in (store, cube_path):
             shutil.rmtree(made, ignore_errors=True)
-        import_data(dataset.folder / "data.h5ad", store, **options)
+        codec = {} if args.compression is None else {"compression": args.compression}
+        import_data(dataset.folder / "data.h5ad", store, **options, **codec)
 
     _stage(records, record_path, "import", client, load)
     ds = DataStore(store, zarr_mode="r+", **options)

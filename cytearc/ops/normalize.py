@@ -44,6 +44,7 @@ __all__ = [
     "normalized_block",
     "normalized_cells",
     "normalized_graph",
+    "normalized_statistics",
     "normalized_values",
 ]
 
@@ -122,6 +123,24 @@ def normalized_block(
         clr: np.ndarray = np.log1p(x / geo).astype(np.float32)
         return clr
     counts = np.ascontiguousarray(block)
+    _, flat, values = _sparse_normalized(
+        counts, library, method=method, target_sum=target_sum, log1p=log1p, idf=idf
+    )
+    out = np.zeros(counts.shape, dtype=np.float32)
+    out.ravel()[flat] = values
+    return out
+
+
+def _sparse_normalized(
+    counts: np.ndarray,
+    library: np.ndarray,
+    *,
+    method: str,
+    target_sum: float,
+    log1p: bool,
+    idf: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero counts of a C-ordered band normalized (not ``"clr"``): ``(columns, flat, float64 values)``."""
     rows, columns, flat = nonzero_entries(counts)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
@@ -132,9 +151,7 @@ def normalized_block(
         values *= idf[columns]
     if log1p:
         np.log1p(values, out=values)
-    out = np.zeros(counts.shape, dtype=np.float32)
-    out.ravel()[flat] = values
-    return out
+    return columns, flat, values
 
 
 def nonzero_entries(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -173,6 +190,16 @@ BAND_STATISTICS: Final = 11
 """Rows of :func:`band_statistics` per band: the packed moments of the values and of their ``expm1``, and the non-zeros."""
 
 
+def _linear_moments(
+    n: int, columns: np.ndarray, entries: np.ndarray, *, low: np.ndarray, high: np.ndarray
+) -> ColumnMoments:
+    """The moments of ``expm1`` of the values (infinite where values that are not logs overflow)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return ColumnMoments.of_nonzero(
+            n, columns, np.expm1(entries), low=np.expm1(low), high=np.expm1(high)
+        )
+
+
 def _band_statistics(block: np.ndarray) -> np.ndarray:
     values = np.ascontiguousarray(block)
     n, n_columns = values.shape
@@ -183,11 +210,77 @@ def _band_statistics(block: np.ndarray) -> np.ndarray:
     entries = values.ravel()[flat].astype(np.float64)
     low, high = values.min(axis=0).astype(np.float64), values.max(axis=0).astype(np.float64)
     log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
-    linear = ColumnMoments.of_nonzero(
-        n, columns, np.expm1(entries), low=np.expm1(low), high=np.expm1(high)
-    )
+    linear = _linear_moments(n, columns, entries, low=low, high=high)
     detected = np.bincount(columns, minlength=n_columns).astype(np.float64)
     return np.vstack([log.pack(), linear.pack(), detected[None, :]])
+
+
+def normalized_statistics(
+    block: np.ndarray,
+    library: np.ndarray,
+    *,
+    method: str,
+    target_sum: float,
+    log1p: bool,
+    idf: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`band_statistics` of :func:`normalized_block` of a band of counts, without the dense band.
+
+    Library size and TF-IDF map a zero count to zero and a positive count to
+    a non-negative value, so the statistics follow from the non-zero counts
+    alone: the same float32 values in the same row-major order, each
+    column's smallest value 0 unless every row holds an entry, so the same
+    bits as the statistics of the dense normalized band, for a fraction of
+    its memory and time. ``"clr"``, whose zeros are not zero, normalizes the
+    dense band.
+
+    Parameters
+    ----------
+    block, library, method, target_sum, log1p, idf
+        As in :func:`normalized_block` (non-negative counts).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, ``(BAND_STATISTICS, n_features)``.
+
+    Examples
+    --------
+    >>> counts, library = np.array([[1, 0], [2, 5]]), np.array([1.0, 7.0])
+    >>> options = dict(method="library_size", target_sum=10.0, log1p=True)
+    >>> np.array_equal(normalized_statistics(counts, library, **options),
+    ...                _band_statistics(normalized_block(counts, library, **options)))
+    True
+    """
+    if method == "clr":
+        return _band_statistics(
+            normalized_block(block, library, method=method, target_sum=target_sum, log1p=log1p)
+        )
+    counts = np.ascontiguousarray(block)
+    n, n_columns = counts.shape
+    if n == 0:
+        return _band_statistics(np.zeros(counts.shape, np.float32))
+    columns, _, values = _sparse_normalized(
+        counts, library, method=method, target_sum=target_sum, log1p=log1p, idf=idf
+    )
+    stored = values.astype(np.float32)
+    if not stored.all():  # a value below float32's smallest is stored as a zero
+        kept = stored != 0
+        columns, stored = columns[kept], stored[kept]
+    entries = stored.astype(np.float64)
+    detected = np.bincount(columns, minlength=n_columns)
+    high = np.zeros(n_columns, np.float32)
+    np.maximum.at(high, columns, stored)
+    low = np.zeros(n_columns, np.float32)
+    full = detected == n
+    if full.any():
+        smallest = np.full(n_columns, np.inf, np.float32)
+        np.minimum.at(smallest, columns, stored)
+        low[full] = smallest[full]
+    low64, high64 = low.astype(np.float64), high.astype(np.float64)
+    log = ColumnMoments.of_nonzero(n, columns, entries, low=low64, high=high64)
+    linear = _linear_moments(n, columns, entries, low=low64, high=high64)
+    return np.vstack([log.pack(), linear.pack(), detected.astype(np.float64)[None, :]])
 
 
 def band_statistics(x: da.Array) -> da.Array:
@@ -319,8 +412,7 @@ def normalized_graph(
         The normalized values (float32), ``len(rows)`` x all features (or
         ``features``).
     """
-    counts = take_rows(source.counts.rechunk({1: -1}), rows)
-    library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+    counts, library = _counts_and_library(source, rows)
     narrow = features is not None and method != "clr"
     if narrow:
         counts = counts[:, features]
@@ -336,6 +428,13 @@ def normalized_graph(
         dtype=np.float32,
     )
     return data if narrow or features is None else data[:, features]
+
+
+def _counts_and_library(source: Assay, rows: np.ndarray) -> tuple[da.Array, da.Array]:
+    """The counts of ``rows`` (one block per ``counts`` shard, all features) and their library sizes."""
+    counts = take_rows(source.counts.rechunk({1: -1}), rows)
+    library = da.from_array(source.summary("rowSums")[rows], chunks=(counts.chunks[0],))
+    return counts, library
 
 
 def normalized_cells(normalized: Artifact) -> int:
@@ -553,22 +652,32 @@ def normalize(
             counts = take_rows(source.counts, rows)
             (detected,) = writer.run((counts > 0).sum(axis=0))
             idf = len(rows) / (1.0 + np.asarray(detected, dtype=np.float64))
-        data = normalized_graph(
-            source,
-            rows,
-            method=method,
-            target_sum=float(target_sum),
-            log1p=bool(parameters["log1p"]),
-            idf=idf,
-        )
+        options: dict[str, Any] = {
+            "method": method,
+            "target_sum": float(target_sum),
+            "log1p": bool(parameters["log1p"]),
+            "idf": idf,
+        }
         n_features = source.shape[1]
         if store_values:
+            data = normalized_graph(source, rows, **options)
             writer.store(
                 "data",
                 data,
                 chunks=(data_chunk_rows(len(rows), n_features), n_features),
             )
-        (stacked,) = writer.run(band_statistics(data))
+            statistics = band_statistics(data)
+        else:
+            counts, library = _counts_and_library(source, rows)
+            statistics = da.map_blocks(
+                _band_normalized_statistics,
+                counts,
+                library[:, None],
+                **options,
+                dtype=np.float64,
+                chunks=((BAND_STATISTICS,) * len(counts.chunks[0]), (n_features,)),
+            )
+        (stacked,) = writer.run(statistics)
         writer.write("rows", rows)
         if idf is not None:
             writer.write("idf", idf)
@@ -593,6 +702,12 @@ def normalize(
 
 def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:
     return normalized_block(block, library[:, 0], **options)
+
+
+def _band_normalized_statistics(
+    block: np.ndarray, library: np.ndarray, **options: Any
+) -> np.ndarray:
+    return normalized_statistics(block, library[:, 0], **options)
 
 
 def _refuse_negative(ds: AnalysisStore, source: Assay, rows: np.ndarray, *, operation: str) -> None:

@@ -11,7 +11,13 @@ import zarr
 
 from cytearc.artifacts.store import SPILL_GROUP
 from cytearc.errors import StaleArtifactError
-from cytearc.ops.normalize import normalized_cells, normalized_values
+from cytearc.ops.normalize import (
+    _band_statistics,
+    normalized_block,
+    normalized_cells,
+    normalized_statistics,
+    normalized_values,
+)
 from cytepool.testing import raise_if_dask_computes
 
 if TYPE_CHECKING:
@@ -114,3 +120,43 @@ def test_pca_rebuilds_the_values_once_and_spills_nothing(
     assert set(pca.group.group_keys()) == set()
     if mode == "exact":
         np.testing.assert_array_equal(_bits(pca.read("coords")), _bits(chain.pca.read("coords")))
+
+
+@pytest.mark.parametrize(
+    ("method", "log1p"), [("library_size", True), ("library_size", False), ("tfidf", True)]
+)
+@pytest.mark.parametrize("dtype", ["uint16", "float32"])
+def test_statistics_from_the_non_zeros_equal_those_of_the_dense_band(
+    method: str, log1p: bool, dtype: str
+) -> None:
+    """The statistics normalize takes from the non-zero counts alone have the bits of those of the dense normalized band.
+
+    The band has all-zero rows and columns, columns detected in every row
+    (their smallest value is not 0), a constant column, and float counts
+    small enough that their scaled value is stored as a float32 zero.
+    """
+    rng = np.random.default_rng(7)
+    counts = rng.poisson(0.4, size=(64, 40)).astype(dtype)
+    counts[:, 0] = 0
+    counts[5] = 0
+    counts[:, 1:4] += 1
+    counts[:, 4] = 3
+    if dtype == "float32":
+        counts[9, 7] = 1e-44
+        counts[9, 8] = 3e38
+    library = counts.sum(axis=1, dtype=np.float64)
+    options: dict[str, Any] = {"method": method, "target_sum": 1e4, "log1p": log1p}
+    if method == "tfidf":
+        options["idf"] = 64 / (1.0 + rng.integers(0, 64, size=40))
+    dense = normalized_block(counts, library, **options)
+    if dtype == "float32":
+        assert dense[9, 7] == 0
+    expected = _band_statistics(dense)
+    np.testing.assert_array_equal(
+        _bits(normalized_statistics(counts, library, **options)), _bits(expected)
+    )
+    empty = counts[:0]
+    np.testing.assert_array_equal(
+        _bits(normalized_statistics(empty, library[:0], **options)),
+        _bits(_band_statistics(normalized_block(empty, library[:0], **options))),
+    )
