@@ -45,9 +45,10 @@ def _import(args: argparse.Namespace) -> int:
         "workers": args.workers,
         "cluster": args.cluster,
         "overwrite": args.overwrite,
-        "compression": None if args.compression == "none" else args.compression,
         "show_progress": not args.json,
     }
+    if args.compression is not None:
+        options["compression"] = None if args.compression == "none" else args.compression
     for name in ("genome", "layer", "orientation", "sep", "index_col", "assay_split_key"):
         if getattr(args, name) is not None:
             options[name] = getattr(args, name)
@@ -389,7 +390,12 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p = sub.add_parser("import", help="import 10x (h5 or mtx folder), H5AD or CSV into a new store")
     p.add_argument("source")
     p.add_argument("destination")
-    p.add_argument("--compression", choices=["gzip", "zstd", "none"], default="gzip")
+    p.add_argument(
+        "--compression",
+        choices=["gzip", "zstd", "none"],
+        default=None,
+        help="the codec of the count arrays (default: zstd, the importer's)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an unprepared CyteArc store")
     p.add_argument(
         "--genome", default=None, help=".h5: the genome to read (v2) or keep the features of (v3)"

@@ -22,7 +22,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from cytearc.io.importer import ImportResult, document_store_options, write_store
+from cytearc.io.importer import (
+    DEFAULT_COMPRESSION,
+    ImportResult,
+    document_store_options,
+    write_store,
+)
 from cytearc.io.sources import CountSource, SparseSource
 from cytearc.storage.destinations import validate_destination
 
@@ -82,7 +87,7 @@ class ToZarr:
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -178,7 +183,7 @@ class SparseToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -260,7 +265,7 @@ class CrToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -331,7 +336,7 @@ class MtxToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -407,7 +412,7 @@ class H5adToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -493,7 +498,7 @@ class CSVtoZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -539,7 +544,7 @@ def import_10x_h5(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
@@ -634,7 +639,7 @@ def import_10x_mtx(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
@@ -718,7 +723,7 @@ def import_h5ad(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,
@@ -810,7 +815,7 @@ def import_csv(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,

@@ -49,9 +49,11 @@ if TYPE_CHECKING:
     AssaySplitKey: TypeAlias = str | Callable[[pd.DataFrame], pd.Series]
     """A feature column naming each feature's assay, or a function of the feature table."""
 
-__all__ = ["ImportResult", "write_store"]
+__all__ = ["DEFAULT_COMPRESSION", "ImportResult", "write_store"]
 
 SCAN_ROWS: Final = 2_048
+DEFAULT_COMPRESSION: Final[Compression] = "zstd"
+"""The codec of imported count arrays: zstd decodes about twice as fast as gzip and stores less."""
 COUNT_TYPES: Final = frozenset({"RNA", "URNA", "ADT", "HTO", "ATAC", "CRISPR", "ANTIGEN"})
 """Assay types whose values are counts of molecules or reads, so integers; others may hold scores."""
 
@@ -68,7 +70,7 @@ STORE_OPTIONS_DOC: Final = """\
         The layout policy of the count arrays (default
         :data:`~cytearc.storage.layout.DEFAULT_LAYOUT`).
     compression
-        ``"gzip"`` (default), ``"zstd"`` or None.
+        ``"zstd"`` (default, :data:`DEFAULT_COMPRESSION`), ``"gzip"`` or None.
     overwrite
         Replace an unprepared CyteArc store at the destination.
     storage_options
@@ -434,7 +436,7 @@ def write_store(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,

@@ -22,7 +22,7 @@ from cytearc._warnings import warn_user
 from cytearc.errors import DamagedSourceError, SourceFormatError, StoreAccessError
 from cytearc.io.converters import ToZarr
 from cytearc.io.damage import open_hdf5
-from cytearc.io.importer import document_store_options
+from cytearc.io.importer import DEFAULT_COMPRESSION, document_store_options
 from cytearc.io.sources import FileSource, canonical_csr, source_location
 from cytearc.storage.destinations import validate_destination
 
@@ -260,7 +260,7 @@ class LoomToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -300,7 +300,7 @@ def import_loom(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,

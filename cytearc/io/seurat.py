@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from cytearc.errors import DamagedSourceError, SourceFormatError
 from cytearc.io.converters import ToZarr
-from cytearc.io.importer import document_store_options
+from cytearc.io.importer import DEFAULT_COMPRESSION, document_store_options
 from cytearc.io.sources import FileSource, canonical_csr, open_remote, source_location
 from cytearc.storage.destinations import validate_destination
 from cytepool.locations import Location
@@ -402,7 +402,7 @@ class SeuratToZarr(ToZarr):
         assay_split_key: AssaySplitKey | None = None,
         assay_types: Mapping[str, str] | None = None,
         layout: CountLayout | None = None,
-        compression: Compression = "gzip",
+        compression: Compression = DEFAULT_COMPRESSION,
         overwrite: bool = False,
         storage_options: Mapping[str, Any] | None = None,
         mem_budget: str | int | float | None = None,
@@ -445,7 +445,7 @@ def import_seurat(
     assay_split_key: AssaySplitKey | None = None,
     assay_types: Mapping[str, str] | None = None,
     layout: CountLayout | None = None,
-    compression: Compression = "gzip",
+    compression: Compression = DEFAULT_COMPRESSION,
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     mem_budget: str | int | float | None = None,

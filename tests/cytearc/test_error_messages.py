@@ -599,7 +599,7 @@ def _plot_input(store: Path) -> object:
 @case(
     errors.StoreDamageError,
     r"<store>/matrices/RNA/counts/c/0/0: every inner chunk of the shard \(or its index\) cannot be "
-    r"decoded \(BadGzipFile: Not a gzipped file \(b'\\x00\\x00'\)\); the store is damaged - run "
+    r"decoded \(RuntimeError: Zstd decompression error: invalid input data\); the store is damaged - run "
     r"`cytearc verify <store>` to find every damaged chunk, then restore the store from a copy or "
     r"import the source again",
 )
