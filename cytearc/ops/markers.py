@@ -13,7 +13,7 @@ the z statistic.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from cytearc.storage.store import AnalysisStore
 
 __all__ = [
+    "SLICE_BYTES",
     "STATISTICS",
     "band_statistics",
     "marker_tasks",
@@ -119,22 +120,50 @@ def band_statistics(
     }
 
 
+SLICE_BYTES: Final = 8 * 2**20
+"""Counts of one slice of a ``countsT`` shard that :func:`marker_tasks` turns into statistics at a time."""
+
+
 def _band(
-    block: np.ndarray, library: np.ndarray, codes: np.ndarray, n_groups: int, target_sum: float
+    block: np.ndarray,
+    rows: np.ndarray,
+    library: np.ndarray,
+    codes: np.ndarray,
+    *,
+    n_groups: int,
+    target_sum: float,
 ) -> dict[str, np.ndarray]:
-    counts = sp.csr_matrix(np.asarray(block))
+    """The statistics of a shard of ``countsT`` (features x every cell) over the cells ``rows``.
+
+    A slice of features at a time, so the selected cells' copy of the counts,
+    its sparse and float64 forms stay a few megabytes beside the shard; the
+    features do not depend on each other, so the statistics are the same bits
+    as those of the whole shard at once.
+    """
     scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
-    values = counts.astype(np.float64)
-    values.data = (
-        np.log1p(values.data * scale[values.indices]).astype(np.float32).astype(np.float64)
-    )
-    return band_statistics(values, codes, n_groups)
+    every = len(rows) == block.shape[1]
+    step = max(1, SLICE_BYTES // max(1, len(rows) * block.dtype.itemsize))
+    parts = []
+    for first in range(0, block.shape[0], step):
+        part = block[first : first + step]
+        counts = sp.csr_matrix(np.asarray(part if every else part[:, rows]))
+        values = counts.astype(np.float64)
+        values.data = (
+            np.log1p(values.data * scale[values.indices]).astype(np.float32).astype(np.float64)
+        )
+        parts.append(band_statistics(values, codes, n_groups))
+    if len(parts) == 1:
+        return parts[0]
+    return {name: np.concatenate([p[name] for p in parts], axis=1) for name in parts[0]}
 
 
 def marker_tasks(
     source: Assay, rows: np.ndarray, codes: np.ndarray, n_groups: int, *, target_sum: float
 ) -> list[Delayed]:
     """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per ``countsT`` shard.
+
+    Each task reads its shard over every cell and selects ``rows`` one slice
+    of :data:`SLICE_BYTES` at a time (:func:`_band`).
 
     Parameters
     ----------
@@ -155,10 +184,10 @@ def marker_tasks(
         In feature order, one per ``countsT`` shard, each computing the
         :func:`band_statistics` of its band.
     """
-    counts_t = source.countsT.rechunk({1: -1})[:, rows]
+    counts_t = source.countsT.rechunk({1: -1})
     library = source.summary("rowSums")[rows].astype(np.float64)
     return [
-        delayed(_band)(block, library, codes, n_groups, float(target_sum))
+        delayed(_band)(block, rows, library, codes, n_groups=n_groups, target_sum=float(target_sum))
         for block in counts_t.to_delayed().ravel()
     ]
 

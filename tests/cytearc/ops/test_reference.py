@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scipy.stats import false_discovery_control, mannwhitneyu, norm
 from sklearn.metrics import adjusted_rand_score
 
+from cytearc.ops import markers as markers_module
 from cytearc.ops.normalize import normalized_graph, normalized_values
 from cytearc.ops.pca import feature_scaling
 from cytearc.utils.moments import ColumnMoments
@@ -533,6 +534,25 @@ def test_marker_statistics_match_scipy(planted, chain, markers_by_type) -> None:
         assert artifact.read("auroc")[i][planted.zero_gene] == 0.5
         np.testing.assert_allclose(
             artifact.read("padj")[i], false_discovery_control(pvalue, method="bh"), rtol=1e-10
+        )
+
+
+def test_marker_statistics_do_not_depend_on_the_slices_of_a_shard(
+    planted, chain, markers_by_type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Markers computed a feature at a time have the bits of those of whole shards at once."""
+    artifact, _ = markers_by_type
+    counts_t = chain.ds.assays["RNA"].countsT
+    assert counts_t.numblocks[0] < counts_t.shape[0]  # a shard holds several features
+    monkeypatch.setattr(markers_module, "SLICE_BYTES", 1)
+    sliced = chain.ds.markers.search(
+        "RNA", group_key="cell_type", cell_selection=planted.mask, invalidate_cache=True
+    )
+    for name in (*markers_module.STATISTICS, "padj"):
+        np.testing.assert_array_equal(
+            np.asarray(sliced.read(name)).view(np.uint8),
+            np.asarray(artifact.read(name)).view(np.uint8),
+            err_msg=name,
         )
 
 
