@@ -596,9 +596,11 @@ class TenxMtxSource(FileSource):
     def _entries(self, handle: IO[str]) -> Iterator[pd.DataFrame]:
         """The entries after the header, in chunks, each line checked to hold exactly its fields.
 
-        The fast parse reads one column more than an entry has, so that a
-        line with an extra field shows instead of shifting the others; any
-        anomaly sends the file to :meth:`_diagnose`, which names the line.
+        A line with a field too many makes pandas' C parser raise (after
+        the first line, "Expected 3 fields"; on the first, its ParserWarning
+        of lost data, made an error), and a missing field leaves a NaN
+        that fails the integer dtype or the NaN check; any anomaly sends
+        the file to :meth:`_diagnose`, which names the line.
         """
         header = self._header
         names = [*header.layout.replace("row", "feature").replace("column", "cell").split()]
@@ -611,9 +613,9 @@ class TenxMtxSource(FileSource):
                 sep=r"\s+",
                 header=None,
                 comment="%",
-                names=[*names, "extra"],
+                names=names,
                 index_col=False,
-                dtype={**dtypes, "extra": object},
+                dtype=dtypes,
                 float_precision="round_trip",
                 chunksize=CHUNK_ENTRIES,
             )
@@ -623,9 +625,7 @@ class TenxMtxSource(FileSource):
                     chunk = next(reader, None)
                 if chunk is None:
                     return
-                malformed = bool(chunk["extra"].notna().any()) or any(
-                    chunk[name].dtype != dtype for name, dtype in dtypes.items()
-                )
+                malformed = any(chunk[name].dtype != dtype for name, dtype in dtypes.items())
                 if malformed or (self._dtype.kind == "f" and chunk["value"].isna().any()):
                     found = self._diagnose()
                     if found is not None:

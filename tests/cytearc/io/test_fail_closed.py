@@ -136,6 +136,21 @@ def test_an_entry_line_with_other_fields_is_refused_naming_its_line(
     assert not (tmp_path / "ds.zarr").exists()
 
 
+@pytest.mark.parametrize("line", ["1 1 2 3", "1 1 2 3 9", "2 2"])
+def test_a_first_entry_line_with_other_fields_is_refused_naming_it(
+    tmp_path: Path, line: str
+) -> None:
+    """The first entry line, whose field count pandas could take for the file's, is checked as well."""
+    folder = write_mtx(tmp_path / "mtx", [line, "2 1 4"], shape=(2, 2))
+    with pytest.raises(SourceFormatError) as info:
+        import_10x_mtx(folder, tmp_path / "ds.zarr", **QUIET)
+    fields = len(line.split())
+    assert re.match(
+        rf"{re.escape(str(folder / 'matrix.mtx'))}: line 3 holds {fields} fields", str(info.value)
+    )
+    assert not (tmp_path / "ds.zarr").exists()
+
+
 def test_an_integer_beyond_64_bits_is_named_by_its_line(tmp_path: Path) -> None:
     """A value beyond int64 raises a SourceFormatError naming its line, not pandas' OverflowError."""
     huge = str(10**22)
