@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FOLD_CHAINS",
     "aligned_rows",
+    "feature_bands",
     "fold_rows",
     "open_lazy",
     "storage_block",
@@ -261,6 +262,43 @@ FOLD_CHAINS = 4
 def _keep_rows(block: np.ndarray, keep: np.ndarray) -> np.ndarray:
     kept: np.ndarray = block[keep[:, 0]]
     return kept
+
+
+def feature_bands(x: da.Array, *, target_bytes: int) -> da.Array:
+    """``x`` (features x cells, a ``countsT``) in blocks of whole row blocks across every cell.
+
+    Row blocks (shards) are merged until a block holds about ``target_bytes``
+    of values: at a million cells a ``countsT`` shard holds one feature over
+    half the cells, and a task per shard would spend more on its own
+    overhead than on its two megabytes. Blocks larger than the target stay
+    as they are.
+
+    Parameters
+    ----------
+    x
+        A lazy 2-D array whose blocks along axis 0 are its shards.
+    target_bytes
+        The values a block should hold at most, unless one row block is larger.
+
+    Returns
+    -------
+    dask.array.Array
+        ``x`` with one block across axis 1 and whole row blocks along axis 0.
+
+    Examples
+    --------
+    >>> x = da.zeros((10, 1_000), chunks=(1, 500), dtype="u2")
+    >>> feature_bands(x, target_bytes=4_000).chunks
+    ((2, 2, 2, 2, 2), (1000,))
+    """
+    whole: da.Array = x.rechunk({1: -1})
+    step = int(whole.chunks[0][0]) if whole.chunks[0] else 1
+    block_bytes = step * int(whole.shape[1]) * whole.dtype.itemsize
+    merged = max(1, target_bytes // max(1, block_bytes))
+    if merged == 1:
+        return whole
+    banded: da.Array = whole.rechunk({0: merged * step})
+    return banded
 
 
 def take_rows(x: da.Array, rows: np.ndarray) -> da.Array:

@@ -24,6 +24,7 @@ from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
 from cytearc.assays.types import RNA_TYPES
+from cytearc.engine.arrays import feature_bands
 from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
@@ -36,6 +37,7 @@ from cytearc.ops.selection import (
     publish_selection,
     read_measured_mask,
 )
+from cytearc.storage.counts import BAND_BYTES
 from cytearc.storage.destinations import writable_location
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
@@ -116,12 +118,14 @@ def _pool_band(
 def _pooled_bands(
     source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
 ) -> tuple[da.Array, da.Array]:
-    counts_t = source.countsT.rechunk({1: -1})
-    library = source.summary("rowSums").astype(np.float64)
+    counts_t = feature_bands(source.countsT, target_bytes=BAND_BYTES)
+    # one task each holds the arrays every band reads, instead of a copy in every band's task
+    library = delayed(source.summary("rowSums").astype(np.float64))
+    codes_of = delayed(codes)
     ints, floats = [], []
     for band, block in zip(counts_t.chunks[0], counts_t.to_delayed().ravel(), strict=True):
         part = delayed(_pool_band, nout=2)(
-            block, library, codes, n_codes=n_codes, target_sum=target_sum
+            block, library, codes_of, n_codes=n_codes, target_sum=target_sum
         )
         ints.append(da.from_delayed(part[0], shape=(2, n_codes, band), dtype=np.int64))
         floats.append(da.from_delayed(part[1], shape=(3, n_codes, band), dtype=np.float64))

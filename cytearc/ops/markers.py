@@ -23,6 +23,7 @@ from scipy.special import ndtr
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.assays.types import RNA_TYPES
+from cytearc.engine.arrays import feature_bands
 from cytearc.errors import AssayTypeError, OperationArgumentError
 from cytearc.ops.arguments import parse_cell_column, parse_float
 from cytearc.ops.publication import reuse_or_publish, values_digest
@@ -32,6 +33,7 @@ from cytearc.ops.selection import (
     publish_selection,
     read_measured_mask,
 )
+from cytearc.storage.counts import BAND_BYTES
 from cytepool.de.toptable import p_adjust_bh
 
 if TYPE_CHECKING:
@@ -160,10 +162,12 @@ def _band(
 def marker_tasks(
     source: Assay, rows: np.ndarray, codes: np.ndarray, n_groups: int, *, target_sum: float
 ) -> list[Delayed]:
-    """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per ``countsT`` shard.
+    """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per band of ``countsT``.
 
-    Each task reads its shard over every cell and selects ``rows`` one slice
-    of :data:`SLICE_BYTES` at a time (:func:`_band`).
+    Each task reads a band of whole shards over every cell, about
+    :data:`~cytearc.storage.counts.BAND_BYTES` of counts
+    (:func:`~cytearc.engine.arrays.feature_bands`), and selects ``rows`` one
+    slice of :data:`SLICE_BYTES` at a time (:func:`_band`).
 
     Parameters
     ----------
@@ -181,13 +185,17 @@ def marker_tasks(
     Returns
     -------
     list of dask.delayed.Delayed
-        In feature order, one per ``countsT`` shard, each computing the
+        In feature order, one per band, each computing the
         :func:`band_statistics` of its band.
     """
-    counts_t = source.countsT.rechunk({1: -1})
-    library = source.summary("rowSums")[rows].astype(np.float64)
+    counts_t = feature_bands(source.countsT, target_bytes=BAND_BYTES)
+    # one task each holds the arrays every band reads, instead of a copy in every band's task
+    rows_of, codes_of = delayed(rows), delayed(codes)
+    library = delayed(source.summary("rowSums")[rows].astype(np.float64))
     return [
-        delayed(_band)(block, rows, library, codes, n_groups=n_groups, target_sum=float(target_sum))
+        delayed(_band)(
+            block, rows_of, library, codes_of, n_groups=n_groups, target_sum=float(target_sum)
+        )
         for block in counts_t.to_delayed().ravel()
     ]
 

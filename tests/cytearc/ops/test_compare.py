@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,7 +13,10 @@ import pytest
 from cytearc import DataStore
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
+from cytearc.engine.arrays import feature_bands
 from cytearc.errors import OperationArgumentError, UnmeasuredCellsError
+from cytearc.storage.counts import BAND_BYTES
+from cytearc.storage.layout import CountLayout
 from cytearc.testing import write_membership
 from cytepool import read_cube
 from cytepool.testing import raise_if_dask_computes, tree_snapshot
@@ -122,6 +126,38 @@ def test_same_fingerprint_on_threads_and_a_local_cluster(
     )
     assert read_cube(threads).fingerprint == read_cube(on_cluster).fingerprint
     read_cube(on_cluster).verify_fingerprint()
+
+
+def test_bands_of_many_small_shards_give_the_same_cube_and_markers(
+    store: Path, tmp_path: Path
+) -> None:
+    """Shards of one feature (countsT at a million cells) are read in bands: the same bits."""
+    shards = shutil.copytree(store, tmp_path / "shards.zarr")
+    small = write_store(
+        tmp_path / "small.zarr",
+        cluster="threads",
+        layout=CountLayout(unit_bytes=2048, chunk_bytes=1024),
+        **SIZE,
+    )
+    by_feature = _threads(small, mode="r+")
+    counts_t = by_feature.assays["RNA"].countsT
+    assert counts_t.chunks[0][0] == 1
+    assert feature_bands(counts_t, target_bytes=BAND_BYTES).numblocks[0] == 1
+    cubes = [
+        _threads(path, mode="r+").compare.write_bulk(
+            tmp_path / f"{name}.cube.zarr", sample_key="sample", group_key="cell_type"
+        )
+        for name, path in (("shards", shards), ("features", small))
+    ]
+    assert read_cube(cubes[0]).fingerprint == read_cube(cubes[1]).fingerprint
+    markers = [
+        _threads(path, mode="r+").markers.search("RNA", group_key="cell_type")
+        for path in (shards, small)
+    ]
+    for name in ("score", "auroc", "mean", "pvalue"):
+        np.testing.assert_array_equal(
+            markers[0].read(name).view(np.uint8), markers[1].read(name).view(np.uint8)
+        )
 
 
 def test_unmeasured_cells_are_refused(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from typing import TYPE_CHECKING, Any
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 import zarr
@@ -12,7 +14,11 @@ import zarr
 from cytearc.artifacts.store import SPILL_GROUP
 from cytearc.errors import StaleArtifactError
 from cytearc.ops.normalize import (
+    FOLD_EVERY,
     _band_statistics,
+    band_statistics,
+    folded_band_statistics,
+    merge_band_statistics,
     normalized_block,
     normalized_cells,
     normalized_statistics,
@@ -160,3 +166,27 @@ def test_statistics_from_the_non_zeros_equal_those_of_the_dense_band(
         _bits(normalized_statistics(empty, library[:0], **options)),
         _bits(_band_statistics(normalized_block(empty, library[:0], **options))),
     )
+
+
+def test_statistics_folded_on_the_workers_equal_those_merged_at_once() -> None:
+    """The chain of folds merges the bands in row order as merge_band_statistics does: the same bits."""
+    rng = np.random.default_rng(3)
+    rows = rng.integers(1, 9, size=2 * FOLD_EVERY + 5)
+    values = np.log1p(rng.poisson(0.7, size=(int(rows.sum()), 12)).astype(np.float32))
+    values[:, 0] = 0
+    values[:, 1] = 2.5
+    statistics = band_statistics(da.from_array(values, chunks=(tuple(rows.tolist()), 12)))
+    stacked = statistics.compute(scheduler="synchronous")
+    (folded,) = dask.compute(folded_band_statistics(statistics), scheduler="threads")
+    assert folded.shape == (11, 12)
+    (log, linear, nnz), (log_once, linear_once, nnz_once) = (
+        merge_band_statistics(folded),
+        merge_band_statistics(stacked),
+    )
+    np.testing.assert_array_equal(nnz, nnz_once)
+    for merged, once in ((log, log_once), (linear, linear_once)):
+        assert merged.n == once.n == values.shape[0]
+        for name in ("total", "m2", "low", "high"):
+            np.testing.assert_array_equal(
+                _bits(getattr(merged, name)), _bits(getattr(once, name)), err_msg=name
+            )
