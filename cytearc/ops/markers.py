@@ -55,8 +55,17 @@ __all__ = [
 STATISTICS = ("mean", "fraction", "mean_rest", "logfc", "auroc", "score", "pvalue")
 
 
+def _indicator(codes: np.ndarray, n_groups: int) -> sp.csr_matrix:
+    n = len(codes)
+    return sp.csr_matrix((np.ones(n), (np.arange(n), codes)), shape=(n, n_groups))
+
+
 def band_statistics(
-    values: np.ndarray | sp.spmatrix | sp.sparray, codes: np.ndarray, n_groups: int
+    values: np.ndarray | sp.spmatrix | sp.sparray,
+    codes: np.ndarray,
+    n_groups: int,
+    *,
+    indicator: sp.csr_matrix | None = None,
 ) -> dict[str, np.ndarray]:
     """Marker statistics of a band of features (rows) over cells (columns) labelled ``codes``.
 
@@ -72,6 +81,9 @@ def band_statistics(
         The group of each cell (column), ``0 .. n_groups - 1``.
     n_groups
         The number of groups.
+    indicator
+        The cells x groups indicator matrix of ``codes`` (made when None;
+        bands of the same cells can share one).
 
     Returns
     -------
@@ -81,13 +93,13 @@ def band_statistics(
     m = sp.csr_matrix(values, dtype=np.float64)
     m.eliminate_zeros()
     n_rows, n = m.shape
-    onehot = sp.csr_matrix((np.ones(n), (np.arange(n), codes)), shape=(n, n_groups))
+    onehot = _indicator(codes, n_groups) if indicator is None else indicator
     sizes = np.bincount(codes, minlength=n_groups).astype(np.float64)
     rest = n - sizes
     sums = np.asarray((m @ onehot).toarray())
-    indicator = m.copy()
-    indicator.data[:] = 1.0
-    expressed = np.asarray((indicator @ onehot).toarray())
+    present = m.copy()
+    present.data[:] = 1.0
+    expressed = np.asarray((present @ onehot).toarray())
     total = sums.sum(axis=1, keepdims=True)
     mean = (sums / sizes).T
     mean_rest = ((total - sums) / np.maximum(rest, 1)).T
@@ -145,6 +157,7 @@ def _band(
     scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
     every = len(rows) == block.shape[1]
     step = max(1, SLICE_BYTES // max(1, len(rows) * block.dtype.itemsize))
+    indicator = _indicator(codes, n_groups)
     parts = []
     for first in range(0, block.shape[0], step):
         part = block[first : first + step]
@@ -153,7 +166,7 @@ def _band(
         values.data = (
             np.log1p(values.data * scale[values.indices]).astype(np.float32).astype(np.float64)
         )
-        parts.append(band_statistics(values, codes, n_groups))
+        parts.append(band_statistics(values, codes, n_groups, indicator=indicator))
     if len(parts) == 1:
         return parts[0]
     return {name: np.concatenate([p[name] for p in parts], axis=1) for name in parts[0]}
