@@ -147,12 +147,12 @@ def _band(
     n_groups: int,
     target_sum: float,
 ) -> dict[str, np.ndarray]:
-    """The statistics of a shard of ``countsT`` (features x every cell) over the cells ``rows``.
+    """The statistics of a band of ``countsT`` (features x every cell) over the cells ``rows``.
 
     A slice of features at a time, so the selected cells' copy of the counts,
     its sparse and float64 forms stay a few megabytes beside the shard; the
     features do not depend on each other, so the statistics are the same bits
-    as those of the whole shard at once.
+    as those of the whole band at once.
     """
     scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
     every = len(rows) == block.shape[1]
