@@ -150,7 +150,7 @@ def _band(
     """The statistics of a band of ``countsT`` (features x every cell) over the cells ``rows``.
 
     A slice of features at a time, so the selected cells' copy of the counts,
-    its sparse and float64 forms stay a few megabytes beside the shard; the
+    its sparse and float64 forms stay a few megabytes beside the band; the
     features do not depend on each other, so the statistics are the same bits
     as those of the whole band at once.
     """
