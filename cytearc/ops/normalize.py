@@ -385,7 +385,7 @@ def folded_band_statistics(statistics: da.Array) -> da.Array:
             *running,
             *parts[first : first + FOLD_EVERY],
         )
-    graph[(out, 0, 0)] = (chain, max(0, -(-len(parts) // FOLD_EVERY) - 1))
+    graph[(out, 0, 0)] = (chain, len(graph) - 1)
     # dask's annotations do not count its Array as a DaskCollection
     layers = HighLevelGraph.from_collections(out, graph, dependencies=[statistics])  # type: ignore[list-item]
     return da.Array(
