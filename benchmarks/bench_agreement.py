@@ -64,7 +64,8 @@ VARIANTS: Final[dict[str, dict[str, Any]]] = {
     "30 PCs": {"n_comps": 30},
     "40 PCs": {"n_comps": 40},
     "randomized PCA": {"pca_mode": "randomized"},
-    "Leiden: 2 iterations": {"leiden_iterations": 2},
+    "Leiden: leidenalg, 2 iterations": {"leiden_flavor": "leidenalg"},
+    "Leiden: leidenalg to convergence": {"leiden_flavor": "leidenalg", "leiden_iterations": -1},
     "flavor of HVGs: 'log'": {"hvg_flavor": "log"},
 }
 

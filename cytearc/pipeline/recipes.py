@@ -62,7 +62,7 @@ from cytearc.ops.arguments import (
     parse_patterns,
     parse_seed,
 )
-from cytearc.ops.clustering import leiden
+from cytearc.ops.clustering import LEIDEN_FLAVORS, leiden
 from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search
@@ -357,6 +357,10 @@ def _pca_mode(value: object, *, name: str, operation: str) -> object:
     return parse_choice(value, ("exact", "randomized"), name=name, operation=operation)
 
 
+def _leiden_flavor(value: object, *, name: str, operation: str) -> object:
+    return parse_choice(value, LEIDEN_FLAVORS, name=name, operation=operation)
+
+
 def _knn_search(value: object, *, name: str, operation: str) -> object:
     if value is None:
         return None
@@ -446,8 +450,9 @@ RNA_STANDARD: Final = Recipe(
                 "graph": Output("neighbors"),
                 "resolution": Option("resolution", 1.0, check=partial(parse_float, positive=True)),
                 "n_iterations": Option(
-                    "leiden_iterations", -1, check=partial(parse_int, minimum=-1)
+                    "leiden_iterations", 2, check=partial(parse_int, minimum=-1)
                 ),
+                "flavor": Option("leiden_flavor", "igraph", check=_leiden_flavor),
                 "seed": _SEED,
             },
         ),

@@ -344,8 +344,8 @@ def run_pipeline(
         ``rna_standard``: ``cell_key``, ``qc_patterns``, ``qc_filter``,
         ``qc_nmads``, ``qc_sample_key``, ``qc_bounds``, ``target_sum``,
         ``n_top``, ``min_cells``, ``hvg_flavor``, ``n_comps``, ``max_value``,
-        ``pca_mode``, ``k``, ``resolution``, ``leiden_iterations``,
-        ``min_dist`` and ``seed`` (``docs/analysis.md`` has their defaults).
+        ``pca_mode``, ``k``, ``knn_search``, ``resolution``, ``leiden_iterations``,
+        ``leiden_flavor``, ``min_dist`` and ``seed`` (``docs/analysis.md`` has their defaults).
 
     Returns
     -------

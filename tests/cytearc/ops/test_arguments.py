@@ -83,6 +83,7 @@ BAD_CALLS: dict[str, Callable[[DataStore, dict[str, str]], object]] = {
     "neighbors zero k": lambda ds, r: ds.graph.neighbors(r["pca"], k=0),
     "neighbors of hvgs": lambda ds, r: ds.graph.neighbors(r["hvgs"]),
     "leiden negative resolution": lambda ds, r: ds.cluster.leiden(r["neighbors"], resolution=-1),
+    "leiden unknown flavor": lambda ds, r: ds.cluster.leiden(r["neighbors"], flavor="louvain"),
     "umap negative min_dist": lambda ds, r: ds.embedding.umap(r["neighbors"], min_dist=-1),
     "umap zero components": lambda ds, r: ds.embedding.umap(r["neighbors"], n_components=0),
     "markers unknown group key": lambda ds, r: ds.markers.search("RNA", group_key="nope"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -576,11 +577,48 @@ def clusters(chain) -> np.ndarray:
 
 @pytest.mark.slow
 def test_leiden_recovers_the_planted_types(planted, clusters: np.ndarray, open_threads) -> None:
-    """Leiden on the kNN graph of the PCA agrees with the truth (ARI >= 0.9)."""
-    assert adjusted_rand_score(planted.cell_type[planted.mask], clusters) >= 0.9
+    """Leiden on the kNN graph of the PCA agrees with the truth; its labels are the cell column."""
+    assert adjusted_rand_score(planted.cell_type[planted.mask], clusters) >= 0.85
     column = open_threads(planted.path).cells.fetch_all("RNA_leiden_cluster")
     np.testing.assert_array_equal(column[planted.mask], clusters)
     assert (column[~planted.mask] == -1).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flavor", ["igraph", "leidenalg"])
+def test_leiden_flavors_recover_the_planted_types_over_seeds(planted, chain, flavor: str) -> None:
+    """Over seeds 0-4 each flavor finds the 4 planted types (ARI 1) at least 3 times, never below 0.85.
+
+    One seed of either may split a type in two (ARI 0.885 here), as scanpy's
+    clusters do from seed to seed.
+    """
+    graph = chain.ds.graph.neighbors(chain.pca, k=15)
+    truth = planted.cell_type[planted.mask]
+    scores = [
+        adjusted_rand_score(
+            truth,
+            chain.ds.cluster.leiden(
+                graph, resolution=0.8, seed=seed, flavor=flavor, label=f"{flavor}{seed}"
+            ).read("labels"),
+        )
+        for seed in range(5)
+    ]
+    assert min(scores) >= 0.85, scores
+    assert sum(score > 0.999 for score in scores) >= 3, scores
+
+
+@pytest.mark.slow
+def test_igraph_leiden_is_seeded_apart_from_random(chain, clusters: np.ndarray) -> None:
+    """The igraph flavor's labels depend on the seed alone: the op neither uses nor moves `random`'s state."""
+    graph = chain.ds.graph.neighbors(chain.pca, k=15)
+    state = random.getstate()
+    random.seed(12345)  # igraph's default generator is this module
+    again = chain.ds.cluster.leiden(graph, resolution=0.8, label="again", invalidate_cache=True)
+    drawn = random.random()
+    random.setstate(state)
+    assert again.parameters["flavor"] == "igraph"
+    np.testing.assert_array_equal(again.read("labels"), clusters)
+    assert drawn == random.Random(12345).random()
 
 
 @pytest.mark.slow

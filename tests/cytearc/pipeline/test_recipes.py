@@ -145,7 +145,7 @@ def test_standard_recipe_options_are_the_recorded_ones() -> None:
         "target_sum": 1e4, "n_top": 2000, "min_cells": 3, "hvg_flavor": "seurat",
         "n_comps": 50, "max_value": 10.0, "pca_mode": "exact", "seed": 0, "k": 15,
         "knn_search": None,
-        "resolution": 1.0, "leiden_iterations": -1, "min_dist": 0.5,
+        "resolution": 1.0, "leiden_iterations": 2, "leiden_flavor": "igraph", "min_dist": 0.5,
     }  # fmt: skip
 
 
@@ -157,6 +157,7 @@ def test_standard_recipe_options_are_the_recorded_ones() -> None:
         ({"min_cells": -1}, r"min_cells"),
         ({"hvg_flavor": "cell_ranger"}, r"hvg_flavor"),
         ({"leiden_iterations": -2}, r"leiden_iterations"),
+        ({"leiden_flavor": "louvain"}, r"leiden_flavor"),
         ({"knn_search": "kd_tree"}, r"knn_search"),
     ],
 )  # fmt: skip
