@@ -239,6 +239,18 @@ def running_engine(cluster: str | None = None) -> Engine | None:
     return engine
 
 
+_WORKER_ENVIRONMENT: Final = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+"""Workers keep glibc's own heap policy (MALLOC_TRIM_THRESHOLD_ unset) instead of Dask's 64 KiB.
+
+Setting the variable fixes glibc's mmap threshold at 128 KiB, so every
+array buffer above it is mapped anew and its pages faulted in again: zarr
+encodes and decodes shards three times slower on such a worker (measured on
+a 2-core virtual machine: a 1,024 x 20,000 band written in 0.30 s instead
+of 0.10 s), and the import of the 100k anchor data took 104 s instead of
+80 s. A variable set in the environment still reaches the workers.
+"""
+
+
 def start_local_cluster(
     budget: Budget, *, host: str = "127.0.0.1", port: int = 0, dashboard_port: int = 0
 ) -> LocalCluster:
@@ -267,15 +279,16 @@ def start_local_cluster(
     """
     _refuse_in_bootstrapping_worker()
     try:
-        return LocalCluster(
-            n_workers=budget.workers,
-            threads_per_worker=1,
-            memory_limit=budget.per_worker,
-            processes=True,
-            host=host,
-            scheduler_port=port,
-            dashboard_address=f"{host}:{dashboard_port}",
-        )
+        with dask.config.set(_WORKER_ENVIRONMENT):
+            return LocalCluster(
+                n_workers=budget.workers,
+                threads_per_worker=1,
+                memory_limit=budget.per_worker,
+                processes=True,
+                host=host,
+                scheduler_port=port,
+                dashboard_address=f"{host}:{dashboard_port}",
+            )
     except RuntimeError as error:
         if _unguarded_script() is None:
             raise
