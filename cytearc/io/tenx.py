@@ -24,9 +24,12 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import io
 import os
 import re
 import warnings
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -37,7 +40,6 @@ import pandas as pd
 
 from cytearc.errors import SourceFormatError, StoreAccessError
 from cytearc.io.bands import (
-    CHUNK_ENTRIES,
     DEFAULT_BAND_ROWS,
     GENE_EXPRESSION,
     BandBuckets,
@@ -72,6 +74,35 @@ _ARC_EXTRA_COLUMNS: Final = ("chrom", "start", "end")
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _PARSE_ERRORS: Final = (pd.errors.ParserError, pd.errors.ParserWarning, ValueError, OverflowError)
 """What pandas raises for a malformed entry (its ParserWarning made an error)."""
+BLOCK_CHARS: Final = 1 << 24
+"""Characters of Matrix Market entries (about a million entries) read and parsed as one block."""
+PARSE_THREADS: Final = max(1, min(3, os.cpu_count() or 1))
+"""Threads parsing blocks of entries while the reading thread decompresses the next ones."""
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Entries of a block of lines: 0-based feature and cell indices, values, the first outside the matrix."""
+
+    features: np.ndarray
+    cells: np.ndarray
+    values: np.ndarray
+    outside: int | None
+
+
+def _line_blocks(handle: IO[str]) -> Iterator[str]:
+    """The rest of ``handle`` in blocks of whole lines of about :data:`BLOCK_CHARS` characters (the last may lack its newline)."""
+    rest = ""
+    while text := handle.read(BLOCK_CHARS):
+        text = rest + text
+        cut = text.rfind("\n") + 1
+        if cut == 0:
+            rest = text
+            continue
+        rest = text[cut:]
+        yield text[:cut]
+    if rest:
+        yield rest
 
 
 def _h5_strings(dataset: h5py.Dataset, where: str) -> np.ndarray:
@@ -593,46 +624,84 @@ class TenxMtxSource(FileSource):
             self._buckets = BandBuckets.filled(band_rows=self._band_rows, fill=self._fill)
         return self._buckets
 
-    def _entries(self, handle: IO[str]) -> Iterator[pd.DataFrame]:
-        """The entries after the header, in chunks, each line checked to hold exactly its fields.
+    def _entries(self, handle: IO[str]) -> Iterator[_Block]:
+        """The entries after the header, in order, each line checked to hold exactly its fields.
 
-        A line with a field too many makes pandas' C parser raise (after
-        the first line, "Expected 3 fields"; on the first, its ParserWarning
-        of lost data, made an error), and a missing field leaves a NaN
-        that fails the integer dtype or the NaN check; any anomaly sends
-        the file to :meth:`_diagnose`, which names the line.
+        The text is read in blocks of whole lines (:data:`BLOCK_CHARS`)
+        that :data:`PARSE_THREADS` threads parse and turn into 0-based
+        indices at once (pandas' C parser releases the GIL), while this
+        thread decompresses the next. A line with a field too many makes pandas' C parser raise
+        (after a block's first line, "Expected 3 fields"; on the first,
+        its ParserWarning of lost data, made an error), and a missing
+        field leaves a NaN that fails the integer dtype or the NaN check;
+        any anomaly sends the file to :meth:`_diagnose`, which names the
+        line.
         """
         header = self._header
         names = [*header.layout.replace("row", "feature").replace("column", "cell").split()]
         dtypes: dict[str, np.dtype | type[object]] = {name: np.dtype(np.int64) for name in names}
         if header.field != "pattern":
             dtypes["value"] = self._dtype
-        with self._parsing():
-            reader = pd.read_csv(
-                handle,
-                sep=r"\s+",
-                header=None,
-                comment="%",
-                names=names,
-                index_col=False,
-                dtype=dtypes,
-                float_precision="round_trip",
-                chunksize=CHUNK_ENTRIES,
-            )
-        with reader:
-            while True:
-                with self._parsing():
-                    chunk = next(reader, None)
-                if chunk is None:
-                    return
-                malformed = any(chunk[name].dtype != dtype for name, dtype in dtypes.items())
-                if malformed or (self._dtype.kind == "f" and chunk["value"].isna().any()):
-                    found = self._diagnose()
-                    if found is not None:
-                        raise found
-                    if malformed:
-                        raise self._unparsed(None)
-                yield chunk
+
+        def parse(text: str) -> _Block:
+            try:
+                chunk = pd.read_csv(
+                    io.StringIO(text),
+                    sep=r"\s+",
+                    header=None,
+                    comment="%",
+                    names=names,
+                    index_col=False,
+                    dtype=dtypes,
+                    float_precision="round_trip",
+                )
+            except pd.errors.EmptyDataError:  # a block of comment lines only
+                chunk = pd.DataFrame(
+                    {name: np.zeros(0, dtype=dtype) for name, dtype in dtypes.items()}
+                )
+            return self._block(self._checked(chunk, dtypes))
+
+        # the warning filter is process-wide, so it holds in the parsing threads too
+        with self._parsing(), ThreadPoolExecutor(PARSE_THREADS) as pool:
+            pending: deque[Future[_Block]] = deque()
+            try:
+                for block in _line_blocks(handle):
+                    pending.append(pool.submit(parse, block))
+                    if len(pending) > 2 * PARSE_THREADS:
+                        yield pending.popleft().result()
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
+
+    def _checked(
+        self, chunk: pd.DataFrame, dtypes: Mapping[str, np.dtype | type[object]]
+    ) -> pd.DataFrame:
+        """``chunk``, unless a column did not parse as its dtype or a value is NaN (then the error naming the line)."""
+        malformed = any(chunk[name].dtype != dtype for name, dtype in dtypes.items())
+        if malformed or (self._dtype.kind == "f" and chunk["value"].isna().any()):
+            found = self._diagnose()
+            if found is not None:
+                raise found
+            if malformed:
+                raise self._unparsed(None)
+        return chunk
+
+    def _block(self, chunk: pd.DataFrame) -> _Block:
+        """The 0-based indices and values of parsed entries, and the first outside the matrix."""
+        n_cells, n_features = self.shape
+        features = chunk["feature"].to_numpy() - 1
+        cells = chunk["cell"].to_numpy() - 1
+        outside = np.flatnonzero(
+            (features < 0) | (features >= n_features) | (cells < 0) | (cells >= n_cells)
+        )
+        values = (
+            np.ones(len(chunk), dtype=np.int64)
+            if self._header.field == "pattern"
+            else chunk["value"].to_numpy()
+        )
+        return _Block(features, cells, values, int(outside[0]) if outside.size else None)
 
     @contextlib.contextmanager
     def _parsing(self) -> Iterator[None]:
@@ -641,7 +710,7 @@ class TenxMtxSource(FileSource):
             warnings.simplefilter("error", pd.errors.ParserWarning)
             try:
                 yield
-            except StoreAccessError:
+            except (StoreAccessError, SourceFormatError):  # already named
                 raise
             except DECOMPRESSION_ERRORS as error:
                 raise damaged_text(self._matrix_path, error) from error
@@ -684,23 +753,13 @@ class TenxMtxSource(FileSource):
         seen = 0
         with open_text(path) as handle:
             _mtx_header(handle, path)
-            for chunk in self._entries(handle):
-                features = chunk["feature"].to_numpy() - 1
-                cells = chunk["cell"].to_numpy() - 1
-                outside = (
-                    (features < 0) | (features >= n_features) | (cells < 0) | (cells >= n_cells)
-                )
-                if outside.any():
-                    at = int(np.flatnonzero(outside)[0])
-                    msg = f"{path}: entry {seen + at + 1} at ({features[at] + 1}, {cells[at] + 1}) is outside the {n_features} x {n_cells} matrix of the size line"
+            for block in self._entries(handle):
+                if block.outside is not None:
+                    at = block.outside
+                    msg = f"{path}: entry {seen + at + 1} at ({block.features[at] + 1}, {block.cells[at] + 1}) is outside the {n_features} x {n_cells} matrix of the size line"
                     raise SourceFormatError(msg)
-                values = (
-                    np.ones(len(chunk), dtype=np.int64)
-                    if self._header.field == "pattern"
-                    else chunk["value"].to_numpy()
-                )
-                buckets.add(cells, features, values)
-                seen += len(chunk)
+                buckets.add(block.cells, block.features, block.values)
+                seen += block.values.size
         if seen != self._n_entries:
             msg = f"{path}: the size line announces {self._n_entries} entries but the file holds {seen}"
             raise SourceFormatError(msg)

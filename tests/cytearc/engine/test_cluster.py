@@ -47,6 +47,22 @@ def test_local_cluster_shares_the_budget(
         get_engine(mem_budget="2GiB", workers=2)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("environment", [None, "131072"])
+def test_local_workers_keep_the_heap_policy_of_their_environment(
+    clean_engine: None, monkeypatch: pytest.MonkeyPatch, environment: str | None
+) -> None:
+    """Dask's MALLOC_TRIM_THRESHOLD_ is not set on the workers; one set by the user reaches them."""
+    if environment is None:
+        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    else:
+        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", environment)
+    engine = get_engine(mem_budget="1GiB", workers=1)
+    found = engine.client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
+    assert list(found.values()) == [environment]
+    assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
+
+
 def test_given_client_is_used(clean_engine: None) -> None:
     """A distributed.Client passed as cluster= is used as is, with its workers' limits."""
     with (

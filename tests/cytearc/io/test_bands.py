@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cytearc.io.bands import BandBuckets, remove_stale_buckets
 from cytepool.cube.atomic import hidden_sibling
@@ -72,3 +74,48 @@ def test_new_buckets_remove_those_of_dead_processes_only(tmpdir_root: Path) -> N
         assert remove_stale_buckets() == []
     finally:
         buckets.close()
+
+
+@given(
+    chunks=st.lists(
+        st.lists(
+            st.tuples(
+                st.integers(0, 9),
+                st.integers(0, 4),
+                st.one_of(st.integers(0, 300), st.integers(-(2**63), 2**63 - 1)),
+            ),
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_buckets_give_back_integers_exactly_whatever_dtype_stores_them(
+    chunks: list[list[tuple[int, int, int]]],
+) -> None:
+    """Values added in calls of any range read back as the int64 they were, at every band."""
+    entries = {}
+    with tempfile.TemporaryDirectory() as root:
+        tempfile.tempdir, previous = root, tempfile.tempdir
+        try:
+            buckets = BandBuckets(band_rows=3)
+            for chunk in chunks:
+                fresh = [e for e in chunk if (e[0], e[1]) not in entries]
+                fresh = list({(r, c): (r, c, v) for r, c, v in fresh}.values())
+                entries.update({(r, c): v for r, c, v in fresh})
+                if fresh:
+                    rows, cols, values = (
+                        np.array(x, dtype=np.int64) for x in zip(*fresh, strict=True)
+                    )
+                    buckets.add(rows, cols, values)
+            expected = np.zeros((10, 5), dtype=np.int64)
+            for (r, c), v in entries.items():
+                expected[r, c] = v
+            band = buckets.read(
+                0, 10, n_cols=5, dtype=np.dtype(np.int64), entry_name=lambda r, c: f"{r},{c}"
+            )
+            assert band.dtype == np.int64
+            np.testing.assert_array_equal(band.toarray(), expected)
+            buckets.close()
+        finally:
+            tempfile.tempdir = previous

@@ -28,6 +28,7 @@ from cytearc import (
     import_h5ad,
 )
 from cytearc.cli import main
+from cytearc.io import tenx
 from cytearc.io.sources import SparseSource
 
 if TYPE_CHECKING:
@@ -124,15 +125,28 @@ def corrupt_chunk(path: Path, dataset: str, chunk: int) -> None:
         ("pattern", "1 2 1", r"holds 3 fields \('1 2 1'\), expected 2 \('row column'\)"),
     ],
 )
+@pytest.mark.parametrize("block_chars", [None, 1, 8])
 def test_an_entry_line_with_other_fields_is_refused_naming_its_line(
-    tmp_path: Path, field: str, line: str, found: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    field: str,
+    line: str,
+    *,
+    found: str,
+    block_chars: int | None,
 ) -> None:
-    """An entry line of another field count (a 4th field would shift the others) raises naming file and line."""
+    """An entry line of another field count (a 4th field would shift the others) raises naming file and line.
+
+    Also when the reader's parse blocks are a line each, or cut lines (the
+    line then starts a block, where pandas only warns of a field too many).
+    """
+    if block_chars is not None:
+        monkeypatch.setattr(tenx, "BLOCK_CHARS", block_chars)
     good = "2 1" if field == "pattern" else "2 1 4"
-    folder = write_mtx(tmp_path / "mtx", [good, line], shape=(2, 2), field=field)
+    folder = write_mtx(tmp_path / "mtx", [good, good, line, good], shape=(2, 2), field=field)
     with pytest.raises(SourceFormatError) as info:
         import_10x_mtx(folder, tmp_path / "ds.zarr", **QUIET)
-    assert re.match(rf"{re.escape(str(folder / 'matrix.mtx'))}: line 4 {found}", str(info.value))
+    assert re.match(rf"{re.escape(str(folder / 'matrix.mtx'))}: line 5 {found}", str(info.value))
     assert not (tmp_path / "ds.zarr").exists()
 
 

@@ -14,6 +14,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from cytearc.errors import SourceFormatError
+from cytearc.io import tenx
 from cytearc.io.sources import CountSource
 from cytearc.io.tenx import TenxH5Source, TenxMtxSource
 from cytearc.testing import assemble_bands
@@ -92,8 +93,15 @@ def write_mtx(
     return folder
 
 
+@pytest.fixture(params=[tenx.BLOCK_CHARS, 1, 4096], ids=["blocks", "lines", "4k"])
+def block_chars(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The parse blocks of the MTX reader: the default, one line each (every read cuts a line), 4 KiB."""
+    monkeypatch.setattr(tenx, "BLOCK_CHARS", request.param)
+    return int(request.param)
+
+
 @pytest.mark.parametrize("folder", MTX_FOLDERS)
-def test_mtx_folders_match_mmread(folder: str) -> None:
+def test_mtx_folders_match_mmread(folder: str, block_chars: int) -> None:
     """Bands of 1, 7, 100 and all cells of each real MTX folder equal scipy's mmread, transposed."""
     path = DATA / folder
     expected = mtx_reference(path)
@@ -267,6 +275,18 @@ def test_mtx_reads_int64_exactly_and_drops_explicit_zeros(tmp_path: Path) -> Non
                 assert band.dtype == np.int64
                 np.testing.assert_array_equal(band.toarray(), expected)
                 assert band.nnz == 3
+
+
+def test_mtx_blocks_keep_comments_and_a_last_line_without_newline(
+    tmp_path: Path, block_chars: int
+) -> None:
+    """Comment lines anywhere in the entries (a block of only comments too) and no final newline."""
+    folder = write_mtx(tmp_path / "m", [(1, 1, 5), (2, 1, 6), (1, 2, 7)], shape=(2, 2))
+    lines = (folder / "matrix.mtx").read_text().splitlines()
+    lines[4:4] = ["% a comment", "%" + "x" * 5000, "% another"]
+    (folder / "matrix.mtx").write_text("\n".join(lines))
+    with TenxMtxSource(folder) as source:
+        np.testing.assert_array_equal(assemble_bands(source, None).toarray(), [[5, 6], [7, 0]])
 
 
 def test_mtx_real_values_are_float64_parsed_exactly(tmp_path: Path) -> None:
