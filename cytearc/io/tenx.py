@@ -74,8 +74,12 @@ _ARC_EXTRA_COLUMNS: Final = ("chrom", "start", "end")
 _INTEGER: Final = re.compile(r"[+-]?[0-9]+")
 _PARSE_ERRORS: Final = (pd.errors.ParserError, pd.errors.ParserWarning, ValueError, OverflowError)
 """What pandas raises for a malformed entry (its ParserWarning made an error)."""
-BLOCK_CHARS: Final = 1 << 24
-"""Characters of Matrix Market entries (about a million entries) read and parsed as one block."""
+BLOCK_CHARS: Final = 1 << 22
+"""Characters of Matrix Market entries read and parsed as one block (about 300,000 entries).
+
+A block and its parsed arrays hold about 25 MB; at most two blocks more than
+:data:`PARSE_THREADS` are held at once.
+"""
 PARSE_THREADS: Final = max(1, min(3, os.cpu_count() or 1))
 """Threads parsing blocks of entries while the reading thread decompresses the next ones."""
 
@@ -630,12 +634,12 @@ class TenxMtxSource(FileSource):
         The text is read in blocks of whole lines (:data:`BLOCK_CHARS`)
         that :data:`PARSE_THREADS` threads parse and turn into 0-based
         indices at once (pandas' C parser releases the GIL), while this
-        thread decompresses the next. A line with a field too many makes pandas' C parser raise
-        (after a block's first line, "Expected 3 fields"; on the first,
-        its ParserWarning of lost data, made an error), and a missing
-        field leaves a NaN that fails the integer dtype or the NaN check;
-        any anomaly sends the file to :meth:`_diagnose`, which names the
-        line.
+        thread decompresses the next. A line with a field too many makes
+        pandas' C parser raise (after a block's first line, "Expected 3
+        fields"; on the first, its ParserWarning of lost data, made an
+        error), and a missing field leaves a NaN that fails the integer
+        dtype or the NaN check; any anomaly sends the file to
+        :meth:`_diagnose`, which names the line.
         """
         header = self._header
         names = [*header.layout.replace("row", "feature").replace("column", "cell").split()]
@@ -667,7 +671,7 @@ class TenxMtxSource(FileSource):
             try:
                 for block in _line_blocks(handle):
                     pending.append(pool.submit(parse, block))
-                    if len(pending) > 2 * PARSE_THREADS:
+                    if len(pending) > PARSE_THREADS:
                         yield pending.popleft().result()
                 while pending:
                     yield pending.popleft().result()

@@ -64,8 +64,8 @@ def leiden(
         The seed of the optimiser (igraph's random numbers come from a
         :class:`random.Random` of this seed).
     n_iterations
-        Iterations of the optimiser: 2 (scanpy's default) or more; -1
-        iterates until an iteration no longer improves the partition.
+        Iterations of the optimiser (2, scanpy's default); -1 iterates
+        until an iteration no longer improves the partition.
     flavor
         ``"igraph"`` (the default) or ``"leidenalg"``.
     label

@@ -52,14 +52,20 @@ def test_local_cluster_shares_the_budget(
 def test_local_workers_keep_the_heap_policy_of_their_environment(
     clean_engine: None, monkeypatch: pytest.MonkeyPatch, environment: str | None
 ) -> None:
-    """Dask's MALLOC_TRIM_THRESHOLD_ is not set on the workers; one set by the user reaches them."""
-    if environment is None:
-        monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    else:
-        monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", environment)
+    """Workers get two malloc arenas and not Dask's MALLOC_TRIM_THRESHOLD_; a user's setting wins."""
+    for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX"):
+        if environment is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, environment)
     engine = get_engine(mem_budget="1GiB", workers=1)
-    found = engine.client.run(lambda: __import__("os").environ.get("MALLOC_TRIM_THRESHOLD_"))
-    assert list(found.values()) == [environment]
+    found = engine.client.run(
+        lambda: [
+            __import__("os").environ.get(name)
+            for name in ("MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX")
+        ]
+    )
+    assert list(found.values()) == [[environment, environment or "2"]]
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
 
 
