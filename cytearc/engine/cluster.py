@@ -251,10 +251,11 @@ faulted in again: zarr encodes and decodes shards three times slower on
 such a worker (measured on a 2-core virtual machine: a 1,024 x 20,000 band
 written in 0.30 s instead of 0.10 s). Without it, the threads of a worker
 (its task, zarr's event loop and codec threads) each keep an arena of
-freed buffers, and the 20k anchor recipe peaked 600 MB higher; two arenas
-keep the peak of Dask's setting (1,424 against 1,406 MB) at the speed of
-glibc's (0.06 s a band). A variable set in the environment still reaches
-the workers.
+freed buffers, and the 20k anchor recipe peaked 600 MB higher (2,004
+against 1,406 MB in single runs); two arenas on the workers bring it to
+1,663 MB at the speed of glibc's thresholds (1,424 MB when the client,
+whose allocator is the user's, had two as well). A variable set in the
+environment still reaches the workers.
 """
 
 
