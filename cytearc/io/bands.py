@@ -17,6 +17,8 @@ them, as SciPy does).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import itertools
 import shutil
 import tempfile
@@ -253,6 +255,19 @@ def remove_stale_buckets(directory: str | os.PathLike[str] | None = None) -> lis
     return reclaim_stale_siblings(root / BUCKETS_NAME)
 
 
+def _release_freed_heap() -> None:
+    """Return the freed memory of this process's malloc arenas to the system (glibc only).
+
+    A file is bucketed by threads that parse into arenas of their own; the
+    blocks they freed would otherwise stay in this process after the import
+    (100k anchor data, single runs: load peak 1,272 MB instead of 1,463,
+    markers peak 1,983 instead of 2,139; peaks vary by about 200 MB from run
+    to run).
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
 def _narrowest_integers(values: np.ndarray) -> np.dtype:
     """The smallest of uint8, uint16, uint32 and ``values``' own dtype that holds them all."""
     low, high = int(values.min()), int(values.max())
@@ -300,6 +315,8 @@ class BandBuckets:
         except BaseException:
             buckets.close()
             raise
+        finally:
+            _release_freed_heap()
         return buckets
 
     @staticmethod
