@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from cytearc.errors import RepeatedEntryError, SourceFormatError
 from cytearc.io.damage import read_dataset
+from cytearc.storage.count_dtype import resolve_count_dtype, scan_values
 from cytepool.cube.atomic import hidden_sibling, reclaim_stale_siblings
 
 if TYPE_CHECKING:
@@ -268,16 +269,6 @@ def _release_freed_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _narrowest_integers(values: np.ndarray) -> np.dtype:
-    """The smallest of uint8, uint16, uint32 and ``values``' own dtype that holds them all."""
-    low, high = int(values.min()), int(values.max())
-    if low >= 0:
-        for candidate in (np.uint8, np.uint16, np.uint32):
-            if high <= np.iinfo(candidate).max:
-                return np.dtype(candidate)
-    return np.dtype(values.dtype)
-
-
 class BandBuckets:
     """Matrix entries bucketed on disk by band of rows, for files not stored in row order.
 
@@ -335,7 +326,7 @@ class BandBuckets:
             msg = f"{self.directory}: column {cols.max()} does not fit the 32-bit column indices of the buckets"
             raise ValueError(msg)
         if values.dtype.kind in "iu" and values.size:
-            values = values.astype(_narrowest_integers(values), copy=False)
+            values = values.astype(resolve_count_dtype(scan_values(values)), copy=False)
         value_dtype = np.dtype(values.dtype).newbyteorder("<")
         bands = rows // self.band_rows
         order = None if np.all(bands[1:] >= bands[:-1]) else np.argsort(bands, kind="stable")

@@ -94,28 +94,22 @@ def test_buckets_give_back_integers_exactly_whatever_dtype_stores_them(
     chunks: list[list[tuple[int, int, int]]],
 ) -> None:
     """Values added in calls of any range read back as the int64 they were, at every band."""
-    entries = {}
-    with tempfile.TemporaryDirectory() as root:
-        tempfile.tempdir, previous = root, tempfile.tempdir
-        try:
-            buckets = BandBuckets(band_rows=3)
-            for chunk in chunks:
-                fresh = [e for e in chunk if (e[0], e[1]) not in entries]
-                fresh = list({(r, c): (r, c, v) for r, c, v in fresh}.values())
-                entries.update({(r, c): v for r, c, v in fresh})
-                if fresh:
-                    rows, cols, values = (
-                        np.array(x, dtype=np.int64) for x in zip(*fresh, strict=True)
-                    )
-                    buckets.add(rows, cols, values)
-            expected = np.zeros((10, 5), dtype=np.int64)
-            for (r, c), v in entries.items():
-                expected[r, c] = v
-            band = buckets.read(
-                0, 10, n_cols=5, dtype=np.dtype(np.int64), entry_name=lambda r, c: f"{r},{c}"
-            )
-            assert band.dtype == np.int64
-            np.testing.assert_array_equal(band.toarray(), expected)
-            buckets.close()
-        finally:
-            tempfile.tempdir = previous
+    entries: dict[tuple[int, int], int] = {}
+    buckets = BandBuckets(band_rows=3)
+    try:
+        for chunk in chunks:
+            fresh = {(r, c): v for r, c, v in chunk if (r, c) not in entries}
+            entries.update(fresh)
+            if fresh:
+                rows, cols = (np.array(x, dtype=np.int64) for x in zip(*fresh, strict=True))
+                buckets.add(rows, cols, np.array(list(fresh.values()), dtype=np.int64))
+        expected = np.zeros((10, 5), dtype=np.int64)
+        for (r, c), v in entries.items():
+            expected[r, c] = v
+        band = buckets.read(
+            0, 10, n_cols=5, dtype=np.dtype(np.int64), entry_name=lambda r, c: f"{r},{c}"
+        )
+    finally:
+        buckets.close()
+    assert band.dtype == np.int64
+    np.testing.assert_array_equal(band.toarray(), expected)
