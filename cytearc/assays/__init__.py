@@ -1,5 +1,11 @@
-"""Assays of a store: :class:`Assay` and the assay type presets."""
+"""Assays of a store: the generic :class:`Assay` and one class per modality.
 
-from cytearc.assays.assay import Assay
+:func:`assay_class` gives the class of an assay type; ``ds.assays["RNA"]``
+is a :class:`RNAassay`, ``ds.assays["ADT"]`` an :class:`ADTassay`,
+``ds.assays["ATAC"]`` an :class:`ATACassay`.
+"""
 
-__all__ = ["Assay"]
+from cytearc.assays.assay import Assay, AssayDefaults
+from cytearc.assays.modalities import ADTassay, ATACassay, RNAassay, assay_class
+
+__all__ = ["ADTassay", "ATACassay", "Assay", "AssayDefaults", "RNAassay", "assay_class"]

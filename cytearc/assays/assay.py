@@ -1,13 +1,19 @@
-"""``Assay``: one assay of a store, its feature table and its count arrays, validated on open."""
+"""``Assay``: one assay of a store, its feature table and its count arrays, validated on open.
+
+:class:`Assay` is also the generic assay type (the presets ``CRISPR``,
+``ANTIGEN``, ``CUSTOM``, ``GeneScores`` and ``Assay``): it stores ``counts``
+only and has no modality-specific normalization. The modality classes
+(:mod:`cytearc.assays.modalities`) subclass it with their defaults.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import zarr
 
-from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.arrays import open_lazy
 from cytearc.errors import (
     AssayTypeError,
@@ -29,14 +35,38 @@ if TYPE_CHECKING:
 
     from cytepool._html import Row
 
-__all__ = ["SUMMARIES", "Assay"]
+__all__ = ["SUMMARIES", "Assay", "AssayDefaults"]
 
 SUMMARIES = ("rowSums", "rowPositive", "columnPositive")
 """The arrays of an assay's ``countSummaries`` group."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class AssayDefaults:
+    """What an assay class analyses its counts with unless told otherwise.
+
+    Parameters
+    ----------
+    normalization
+        The method of ``features.normalize``: ``"library_size"``, ``"clr"``,
+        ``"tfidf"`` or ``"none"`` (see :mod:`cytearc.ops.normalize`).
+    feature_selection
+        The operation ``features.select`` runs: ``"hvgs"`` or ``"prevalent_peaks"``.
+    reduction
+        The operation ``reduce.default`` runs: ``"pca"`` or ``"lsi"``.
+    """
+
+    normalization: str
+    feature_selection: str
+    reduction: str
+
+
 class Assay:
     """One assay of a store: its type, feature table, and count arrays as lazy Dask arrays.
+
+    As a class of its own, the generic assay type: ``counts`` only, no
+    modality-specific normalization (``"none"``: the counts themselves, as
+    Scarf's generic assay), highly variable features and PCA.
 
     Opening checks what the seed requires of the assay's arrays: ``counts``
     (and ``countsT`` for RNA types) sharded Zarr v3 arrays whose shards and
@@ -68,6 +98,13 @@ class Assay:
     LayoutError
         The layout records of the arrays disagree with each other or the arrays.
     """
+
+    defaults: ClassVar[AssayDefaults] = AssayDefaults(
+        normalization="none", feature_selection="hvgs", reduction="pca"
+    )
+    """The class's normalization, feature selection and reduction."""
+    stores_transpose: ClassVar[bool] = False
+    """Whether the assay stores ``countsT`` beside ``counts`` (RNA types)."""
 
     def __init__(
         self,
@@ -111,7 +148,7 @@ class Assay:
             msg = f"{self.where}: counts has {n_features} features, the feature table {self.features.n_rows}; re-import the store"
             raise StoreFormatError(msg)
         self._counts_t = None
-        if assay_type in RNA_TYPES:
+        if self.stores_transpose:
             self._counts_t = self._count_array("countsT", shape=(n_features, n_cells))
             if self._counts_t.dtype != self._counts.dtype:
                 msg = f"{self.where}: countsT has dtype {self._counts_t.dtype}, counts {self._counts.dtype}; {self._repair}"
@@ -295,7 +332,7 @@ class Assay:
         return read_region(array, slice(None))
 
     def __repr__(self) -> str:
-        return f"<Assay {self.name} ({self.assayType}): {self._counts.shape[0]} cells x {self._counts.shape[1]} features, {self._counts.dtype}>"
+        return f"<{type(self).__name__} {self.name} ({self.assayType}): {self._counts.shape[0]} cells x {self._counts.shape[1]} features, {self._counts.dtype}>"
 
     def _repr_html_(self) -> str:
         """The assay in a notebook: type, shape, storage layout and counts fingerprint (no value read)."""

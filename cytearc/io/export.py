@@ -209,23 +209,24 @@ def _run_normed(
 
 def _normed(store: Store, assay: str) -> tuple[_Matrix, dict[str, Any]]:
     """The assay type's normalization of every cell, computed band by band as exported."""
-    from cytearc.ops.normalize import default_method, normalized_graph  # noqa: PLC0415 (the operations import the store)
+    from cytearc.ops.normalize import normalized_graph, tfidf_idf  # noqa: PLC0415 (the operations import the store)
 
     counts = store.assays[assay]
     shard_rows = int(counts.counts.chunks[0][0])
-    method = default_method(counts.assayType)
+    method = counts.defaults.normalization
     rows = np.arange(counts.shape[0])
     idf = None
     if method == "tfidf":
         measured = store.cells.fetch_all(membership_column(store.cells, assay) or "I").astype(bool)
         x = counts.counts.rechunk({1: -1})[np.flatnonzero(measured)]
-        (detected,) = store.engine.compute((x > 0).sum(axis=0))
-        idf = int(measured.sum()) / (1.0 + np.asarray(detected, dtype=np.float64))
-    values = normalized_graph(counts, rows, method=method, target_sum=1e4, log1p=True, idf=idf)
+        (sums,) = store.engine.compute(x.sum(axis=0, dtype=np.float64))
+        idf = tfidf_idf(np.asarray(sums, dtype=np.float64), n_cells=int(measured.sum()))
+    log1p = method != "none"
+    values = normalized_graph(counts, rows, method=method, target_sum=1e4, log1p=log1p, idf=idf)
     return _Matrix(values=values, shard_rows=shard_rows), {
         "method": method,
-        "targetSum": None if method == "clr" else 1e4,
-        "log1p": True,
+        "targetSum": None if method in {"clr", "none"} else 1e4,
+        "log1p": log1p,
     }
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from cytearc.artifacts import Artifact, open_artifact
+from cytearc.errors import OperationArgumentError
 from cytearc.ops.arguments import parse_float, parse_int, parse_seed
 from cytearc.ops.neighbors import load_connectivities, umap_module
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish, write_cell_column
@@ -41,7 +42,8 @@ def umap(
         The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     graph
         The ``neighbors`` artifact (:func:`~cytearc.ops.neighbors.neighbors`),
-        or its ref; its ``pca`` input gives the initial layout.
+        or its ref; its embedding (input ``pca`` or ``embedding``) gives the
+        initial layout.
     n_components
         Dimensions of the embedding (the first two are written as cell
         columns).
@@ -79,7 +81,11 @@ def umap(
     if n_epochs is not None:
         n_epochs = parse_int(n_epochs, name="n_epochs", operation=operation, minimum=1)
     seed = parse_seed(seed, operation=operation)
-    pca_ref = source.inputs()["pca"]
+    inputs = source.inputs()
+    pca_ref = inputs.get("pca", inputs.get("embedding"))
+    if pca_ref is None:
+        msg = f"{source.ref}: {operation} starts from the embedding of the graph (its input 'pca' or 'embedding'), found inputs {sorted(inputs)}; pass a graph made by graph.neighbors or integration.modalities"
+        raise OperationArgumentError(msg)
 
     def build(writer: ArtifactWriter) -> None:
         umap_ = umap_module()

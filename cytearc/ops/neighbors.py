@@ -1,6 +1,7 @@
-"""``graph.neighbors``: the kNN graph of PCA coordinates and its UMAP connectivities.
+"""``graph.neighbors``: the kNN graph of an embedding and its UMAP connectivities.
 
-The graph reads only the PCA artifact (a few numbers per cell), so it is built
+The graph reads only the embedding (a ``pca``, ``lsi`` or ``harmony``
+artifact: a few numbers per cell), so it is built
 in the client process on whole arrays: the nearest-neighbour search (exact
 brute force below :data:`EXACT_BELOW` cells, else pynndescent) and UMAP's
 fuzzy simplicial set (the connectivities, as scanpy computes them), seeded.
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = [
+    "EMBEDDINGS",
     "EXACT_BELOW",
     "SEARCHES",
     "connectivities",
@@ -46,6 +48,9 @@ __all__ = [
 
 EXACT_BELOW: Final = 50_000
 """Cells below which :func:`knn` searches exactly (brute force) instead of approximately."""
+
+EMBEDDINGS: Final = ("pca", "lsi", "harmony")
+"""The kinds of artifact whose ``coords`` :func:`neighbors` takes."""
 
 SEARCHES: Final = ("exact", "nndescent")
 """The kNN searches of :func:`knn`."""
@@ -280,18 +285,22 @@ def neighbors(
     search: str | None = None,
     invalidate_cache: bool = False,
 ) -> Artifact:
-    """The kNN graph of PCA coordinates (a ``neighbors`` artifact).
+    """The kNN graph of an embedding's coordinates (a ``neighbors`` artifact).
 
     Holds ``indices`` and ``distances`` (cells x k, the cell itself first) and
     the connectivities as CSR arrays ``conn_indptr``, ``conn_indices``,
-    ``conn_data``.
+    ``conn_data``. The embedding is recorded as the input ``pca`` when it is
+    a ``pca`` artifact (the name earlier artifacts carry) and as
+    ``embedding`` otherwise; UMAP starts from it.
 
     Parameters
     ----------
     ds
         The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     pca
-        The ``pca`` artifact (:func:`~cytearc.ops.pca.pca`), or its ref.
+        The embedding: a ``pca`` (:func:`~cytearc.ops.pca.pca`), ``lsi``
+        (:func:`~cytearc.ops.lsi.lsi`) or ``harmony``
+        (:func:`~cytearc.ops.harmony.harmony`) artifact, or its ref.
     k
         Neighbours per cell, counting the cell itself (2 to the number of cells).
     n_comps
@@ -313,7 +322,7 @@ def neighbors(
     Raises
     ------
     OperationArgumentError
-        ``pca`` is not a ``pca`` artifact, or an argument is of the wrong
+        ``pca`` is not an embedding artifact, or an argument is of the wrong
         type or out of range (``k`` below 2 or above the number of cells).
     MissingArtifactError, IncompleteArtifactError
         ``pca`` names no published artifact.
@@ -321,7 +330,7 @@ def neighbors(
         No artifact of this provenance exists and the store is read-only.
     """
     operation = "graph.neighbors"
-    source = open_input(ds, pca, kind="pca", operation=operation)
+    source = open_input(ds, pca, kind=EMBEDDINGS, operation=operation)
     n_cells, total = (int(n) for n in source.array("coords").shape)
     k = parse_int(k, name="k", operation=operation, minimum=2)
     if k > n_cells:
@@ -357,7 +366,7 @@ def neighbors(
             "search": search,
             "seed": seed,
         },
-        inputs={"pca": source.ref},
+        inputs={"pca" if source.ref.kind == "pca" else "embedding": source.ref},
         build=build,
         invalidate_cache=invalidate_cache,
     )

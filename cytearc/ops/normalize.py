@@ -1,10 +1,25 @@
 """``features.normalize``: normalized values of the selected cells, with per-feature moments.
 
-Methods by assay type: RNA types divide each cell by its library size
-(``rowSums``), scale to ``target_sum`` and take ``log1p``; ADT and HTO take the
-centred log ratio per cell, ``log1p(x / exp(mean(log1p(x))))``; ATAC takes
-TF-IDF, ``log1p(x / library * idf * target_sum)`` with
-``idf = n_cells / (1 + cells detecting the feature)`` over the selected cells.
+The method is the assay class's (:mod:`cytearc.assays.modalities`) unless
+``method=`` names another. For a cell of counts ``x`` over ``m`` features,
+library size ``L = rowSums`` (all features) and ``n`` selected cells:
+
+``library_size`` (RNA types)
+    ``log1p(x / L * target_sum)`` (scanpy's ``normalize_total`` + ``log1p``;
+    without ``log1p`` when ``log1p=False``).
+``clr`` (ADT, HTO)
+    The centred log ratio of each cell, ``log1p(x / exp(sum(log1p(x)) / m))``:
+    Seurat's ``NormalizeData(normalization.method = "CLR", margin = 2)``
+    (its ``log1p(x / exp(sum(log1p(x[x > 0])) / length(x)))``, equal since
+    ``log1p(0) = 0``).
+``tfidf`` (ATAC)
+    Log TF-IDF, Signac's ``RunTFIDF(method = 1)`` and muon's
+    ``tfidf(log_tf=False, log_idf=False, log_tfidf=True)``:
+    ``log1p(x / L * idf * target_sum)`` with ``idf = n / colSums`` (the sum
+    of each feature's counts over the *selected* cells, so unmeasured cells
+    never count; 0 for a feature without counts, whose values are all 0).
+``none`` (the generic type)
+    The counts themselves as float32 (``log1p`` not taken).
 
 The artifact stores how to rebuild the values from the immutable ``counts``
 (the selected ``rows``, the method's parameters and, for TF-IDF, ``idf``)
@@ -22,7 +37,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from cytearc.assays.types import RNA_TYPES
+from cytearc.assays.modalities import assay_class
 from cytearc.engine.arrays import take_rows
 from cytearc.errors import NegativeCountsError, StaleArtifactError
 from cytearc.ops.arguments import parse_bool, parse_choice, parse_float
@@ -39,8 +54,11 @@ __all__ = [
     "BAND_STATISTICS",
     "DATA_CHUNK_BYTES",
     "FOLD_EVERY",
+    "METHODS",
+    "TFIDF_REVISION",
     "band_statistics",
     "block_moments",
+    "default_method",
     "folded_band_statistics",
     "merge_band_statistics",
     "nonzero_entries",
@@ -50,16 +68,21 @@ __all__ = [
     "normalized_graph",
     "normalized_statistics",
     "normalized_values",
+    "tfidf_idf",
 ]
 
 DATA_CHUNK_BYTES: Final = 16 * 2**20
 """Target bytes of one chunk of normalized ``data`` (unsharded, rows x all features)."""
 
-_METHODS: Final = ("library_size", "clr", "tfidf")
+METHODS: Final = ("library_size", "clr", "tfidf", "none")
+"""The normalizations of :func:`normalize` (see the module docstring)."""
+
+TFIDF_REVISION: Final = 2
+"""The revision of TF-IDF artifacts: 2 since the IDF is Signac's ``n / colSums`` (was ``n / (1 + detected)``)."""
 
 
 def default_method(assay_type: str) -> str:
-    """The normalization of an assay type.
+    """The normalization of an assay type: its class's (:mod:`cytearc.assays.modalities`).
 
     Parameters
     ----------
@@ -69,16 +92,15 @@ def default_method(assay_type: str) -> str:
     Returns
     -------
     str
-        ``"library_size"`` (RNA types and others), ``"clr"`` (ADT, HTO) or
-        ``"tfidf"`` (ATAC).
+        ``"library_size"`` (RNA types), ``"clr"`` (ADT, HTO), ``"tfidf"``
+        (ATAC) or ``"none"`` (the generic type).
+
+    Examples
+    --------
+    >>> [default_method(t) for t in ("GeneActivity", "HTO", "ATAC", "CRISPR")]
+    ['library_size', 'clr', 'tfidf', 'none']
     """
-    if assay_type in RNA_TYPES:
-        return "library_size"
-    if assay_type in {"ADT", "HTO"}:
-        return "clr"
-    if assay_type == "ATAC":
-        return "tfidf"
-    return "library_size"
+    return assay_class(assay_type).defaults.normalization
 
 
 def normalized_block(
@@ -102,11 +124,12 @@ def normalized_block(
     library
         The library size (``rowSums``) of each cell.
     method
-        ``"library_size"``, ``"clr"`` or ``"tfidf"`` (see the module docstring).
+        ``"library_size"``, ``"clr"``, ``"tfidf"`` or ``"none"`` (see the
+        module docstring).
     target_sum
-        The library size each cell is scaled to (not used by ``"clr"``).
+        The library size each cell is scaled to (not used by ``"clr"`` and ``"none"``).
     log1p
-        Take ``log1p`` of the scaled values (``"clr"`` always does).
+        Take ``log1p`` of the scaled values (``"clr"`` always does, ``"none"`` never).
     idf
         The inverse document frequency of each feature, for ``"tfidf"``.
 
@@ -144,11 +167,17 @@ def _sparse_normalized(
     log1p: bool,
     idf: np.ndarray | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-zero counts of a C-ordered band normalized (not ``"clr"``): ``(columns, flat, float64 values)``."""
+    """The non-zero counts of a C-ordered band normalized (not ``"clr"``): ``(columns, flat, float64 values)``.
+
+    A negative count of ``"none"`` (signed counts) is an entry like any
+    other non-zero: it stays what it is.
+    """
     rows, columns, flat = nonzero_entries(counts)
+    values = counts.ravel()[flat].astype(np.float64)
+    if method == "none":
+        return columns, flat, values
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
-    values = counts.ravel()[flat].astype(np.float64)
     values *= scale[rows]
     if method == "tfidf":
         assert idf is not None
@@ -634,13 +663,15 @@ def normalize(
         name of a boolean cell column, a boolean mask over every cell, or None
         for ``I``.
     method
-        ``"library_size"``, ``"clr"`` or ``"tfidf"`` (see the module
-        docstring); None for the assay type's: ``library_size`` for RNA
-        types, ``clr`` for ADT and HTO, ``tfidf`` for ATAC.
+        ``"library_size"``, ``"clr"``, ``"tfidf"`` or ``"none"`` (see the
+        module docstring); None for the assay class's: ``library_size`` for
+        RNA types, ``clr`` for ADT and HTO, ``tfidf`` for ATAC, ``none`` for
+        the generic type.
     target_sum
-        The library size each cell is scaled to (not used by ``"clr"``).
+        The library size each cell is scaled to (not used by ``"clr"`` and
+        ``"none"``; TF-IDF's scale factor).
     log1p
-        Take ``log1p`` of the scaled values (``"clr"`` always does).
+        Take ``log1p`` of the scaled values (``"clr"`` always does, ``"none"`` never).
     store_values
         Also store the values as ``data`` (float32, one row per selected
         cell, all features, unsharded chunks of :data:`DATA_CHUNK_BYTES`),
@@ -689,7 +720,7 @@ def normalize(
     operation = "features.normalize"
     source = ds.assays[assay]
     method = parse_choice(
-        method or default_method(source.assayType), _METHODS, name="method", operation=operation
+        method or source.defaults.normalization, METHODS, name="method", operation=operation
     )
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     log1p = parse_bool(log1p, name="log1p", operation=operation)
@@ -701,8 +732,8 @@ def normalize(
     parameters = {
         "assay": assay,
         "method": method,
-        "targetSum": None if method == "clr" else float(target_sum),
-        "log1p": True if method == "clr" else bool(log1p),
+        "targetSum": None if method in {"clr", "none"} else float(target_sum),
+        "log1p": {"clr": True, "none": False}.get(method, bool(log1p)),
         "storeValues": store_values,
     }
 
@@ -711,8 +742,8 @@ def normalize(
         idf = None
         if method == "tfidf":
             counts = take_rows(source.counts, rows)
-            (detected,) = writer.run((counts > 0).sum(axis=0))
-            idf = len(rows) / (1.0 + np.asarray(detected, dtype=np.float64))
+            (column_sums,) = writer.run(counts.sum(axis=0, dtype=np.float64))
+            idf = tfidf_idf(np.asarray(column_sums, dtype=np.float64), n_cells=len(rows))
         options: dict[str, Any] = {
             "method": method,
             "target_sum": float(target_sum),
@@ -758,7 +789,34 @@ def normalize(
         inputs={"cells": selection.ref, "counts": source.content_fingerprint},
         build=build,
         invalidate_cache=invalidate_cache,
+        revision=TFIDF_REVISION if method == "tfidf" else 1,
     )
+
+
+def tfidf_idf(column_sums: np.ndarray, *, n_cells: int) -> np.ndarray:
+    """Signac's inverse document frequency: ``n_cells / colSums``, 0 for a feature without counts.
+
+    Parameters
+    ----------
+    column_sums
+        Each feature's counts summed over the selected cells (float64).
+    n_cells
+        The number of selected cells.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, one value per feature.
+
+    Examples
+    --------
+    >>> tfidf_idf(np.array([2.0, 0.0, 8.0]), n_cells=4).tolist()
+    [2.0, 0.0, 0.5]
+    """
+    sums = np.asarray(column_sums, dtype=np.float64)
+    idf = np.zeros_like(sums)
+    np.divide(float(n_cells), sums, out=idf, where=sums > 0)
+    return idf
 
 
 def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:

@@ -71,7 +71,9 @@ def values_digest(values: np.ndarray) -> str:
     return format_digest(h)
 
 
-def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: str) -> Artifact:
+def open_input(
+    ds: AnalysisStore, value: ArtifactLike, *, kind: str | tuple[str, ...], operation: str
+) -> Artifact:
     """The artifact an operation reads, refused unless it is published and of ``kind``.
 
     Parameters
@@ -81,7 +83,8 @@ def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: 
     value
         The artifact, or its ref.
     kind
-        The kind the operation needs (``normalized``, ``pca``, ...).
+        The kind the operation needs (``normalized``, ``pca``, ...), or the
+        kinds it takes.
     operation
         The operation, for the message.
 
@@ -98,8 +101,10 @@ def open_input(ds: AnalysisStore, value: ArtifactLike, *, kind: str, operation: 
         No published artifact at the ref.
     """
     artifact = value if isinstance(value, Artifact) else open_artifact(ds.root, value)
-    if artifact.ref.kind != kind:
-        msg = f"{artifact.ref}: {operation} needs a {kind} artifact, found {artifact.ref.kind!r}; pass the output of the operation that makes {kind} artifacts"
+    kinds = (kind,) if isinstance(kind, str) else kind
+    if artifact.ref.kind not in kinds:
+        needed = " or ".join(kinds)
+        msg = f"{artifact.ref}: {operation} needs a {needed} artifact, found {artifact.ref.kind!r}; pass the output of the operation that makes {needed} artifacts"
         raise OperationArgumentError(msg)
     return artifact
 

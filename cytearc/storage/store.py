@@ -19,6 +19,7 @@ import zarr
 from zarr.storage import LocalStore
 
 from cytearc.assays.assay import Assay
+from cytearc.assays.modalities import assay_class, with_storage
 from cytearc.assays.types import parse_assay_types, resolve_assay_type
 from cytearc.engine.cluster import Engine, get_engine
 from cytearc.errors import (
@@ -516,10 +517,11 @@ class Store:
         self._scan_assays(None)
 
     def _open_assay(self, name: str) -> Assay:
+        modality = assay_class(self.assay_types[name])
         kind = (
-            functools.partial(CompositeAssay, sources=self.composite)
+            functools.partial(with_storage(CompositeAssay, modality), sources=self.composite)
             if self.composite is not None and name == self.composite.manifest.assay
-            else Assay
+            else modality
         )
         mounted = self.mount is not None and name in self._mounted
         assay = kind(

@@ -45,8 +45,10 @@ def _clr_reference(x: np.ndarray) -> np.ndarray:
 
 
 def _tfidf_reference(x: np.ndarray, target_sum: float = 1e4) -> np.ndarray:
+    """Signac's RunTFIDF(method = 1): log1p(x / rowSums * ncol / colSums * scale.factor)."""
     x = x.astype(np.float64)
-    idf = x.shape[0] / (1.0 + (x > 0).sum(axis=0))
+    sums = x.sum(axis=0)
+    idf = np.divide(x.shape[0], sums, out=np.zeros_like(sums), where=sums > 0)
     return np.log1p(x / x.sum(axis=1, keepdims=True) * idf * target_sum).astype(np.float32)
 
 
@@ -175,7 +177,7 @@ def test_adt_clr_matches_numpy(planted, chain) -> None:
 
 
 def test_atac_tfidf_matches_numpy_over_the_selected_cells(planted, chain) -> None:
-    """ATAC takes log1p(x / library * idf * 1e4) with the idf counted over the selected cells only."""
+    """ATAC takes log1p(x / library * n / colSums * 1e4) with the column sums of the selected cells only."""
     norm = chain.ds.features.normalize("ATAC", cell_selection=planted.mask)
     assert norm.parameters["method"] == "tfidf"
     expected = _tfidf_reference(planted.atac[planted.mask])
