@@ -18,6 +18,7 @@ from cytearc.engine.arrays import open_lazy
 from cytearc.errors import (
     AssayTypeError,
     CountSummariesError,
+    FeatureNotFoundError,
     LayoutError,
     OperationArgumentError,
     StoreFormatError,
@@ -30,6 +31,8 @@ from cytearc.storage.nodes import DERIVED_ATTRIBUTE, child_group, child_node
 from cytepool._html import code, items, json_code, view
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import dask.array as da
     from zarr.abc.codec import BytesBytesCodec
 
@@ -257,6 +260,38 @@ class Assay:
             The arrays.
         """
         return self._counts, self._counts_t
+
+    def feature_positions(self, features: Sequence[str]) -> list[int]:
+        """The position of each feature, found by name or id (the first match).
+
+        Parameters
+        ----------
+        features
+            Names or ids of the feature table.
+
+        Returns
+        -------
+        list of int
+            One position per feature, in order.
+
+        Raises
+        ------
+        FeatureNotFoundError
+            A feature is neither a name nor an id of the assay.
+        """
+        names = self.features.fetch_all("names").astype(object)
+        ids = self.features.fetch_all("ids").astype(object)
+        positions, missing = [], []
+        for feature in features:
+            hits = np.flatnonzero((names == feature) | (ids == feature))
+            if len(hits):
+                positions.append(int(hits[0]))
+            else:
+                missing.append(feature)
+        if missing:
+            msg = f"{self.where}: no feature named {missing[:5]!r} in assay {self.name!r} (expected a value of its feature table's 'names' or 'ids') - check the spelling or the assay"
+            raise FeatureNotFoundError(msg)
+        return positions
 
     def feature_rows(self, features: np.ndarray) -> np.ndarray:
         """The counts of a few features over every cell.

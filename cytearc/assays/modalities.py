@@ -29,8 +29,7 @@ Examples
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, TypeVar
 
 from cytearc.assays.assay import Assay, AssayDefaults
 from cytearc.assays.types import PRESETS, RNA_TYPES
@@ -118,8 +117,12 @@ def assay_class(assay_type: str) -> type[Assay]:
     return cls
 
 
-@functools.cache
-def with_storage(storage: type[Assay], modality: type[Assay]) -> type[Assay]:
+A = TypeVar("A", bound=Assay)
+
+_COMBINED: dict[tuple[type[Assay], type[Assay]], type[Assay]] = {}
+
+
+def with_storage(storage: type[A], modality: type[Assay]) -> type[A]:
     """A class that reads counts as ``storage`` does (a composite's) and analyses them as ``modality``.
 
     Parameters
@@ -137,4 +140,8 @@ def with_storage(storage: type[Assay], modality: type[Assay]) -> type[Assay]:
     """
     if modality is Assay or issubclass(storage, modality):
         return storage
-    return type(f"{storage.__name__}{modality.__name__}", (storage, modality), {})
+    key = (storage, modality)
+    if key not in _COMBINED:
+        _COMBINED[key] = type(f"{storage.__name__}{modality.__name__}", (storage, modality), {})
+    combined: type[A] = _COMBINED[key]  # type: ignore[assignment]  # a subclass of storage
+    return combined

@@ -23,7 +23,6 @@ import pandas as pd
 from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
-from cytearc.assays.types import RNA_TYPES
 from cytearc.engine.arrays import feature_bands
 from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
@@ -168,7 +167,7 @@ def pooled_layers(
     OperationArgumentError
         No cell has a code (for an assay without ``countsT``).
     """
-    if source.assayType in RNA_TYPES:
+    if source.stores_transpose:
         return _pooled_bands(source, codes, n_codes, target_sum=target_sum)
     counts = source.counts.rechunk({1: -1})
     library = source.summary("rowSums").astype(np.float64)

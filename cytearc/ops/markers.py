@@ -22,10 +22,10 @@ from dask.delayed import delayed
 from scipy.special import ndtr
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.assays.types import RNA_TYPES
-from cytearc.engine.arrays import feature_bands
+from cytearc.engine.arrays import feature_bands, take_rows
 from cytearc.errors import AssayTypeError, OperationArgumentError
 from cytearc.ops.arguments import parse_cell_column, parse_float
+from cytearc.ops.normalize import normalized_graph, tfidf_idf
 from cytearc.ops.publication import reuse_or_publish, values_digest
 from cytearc.ops.selection import (
     SelectionLike,
@@ -44,9 +44,12 @@ if TYPE_CHECKING:
     from cytearc.storage.store import AnalysisStore
 
 __all__ = [
+    "MAX_COUNTS_BANDS",
     "SLICE_BYTES",
     "STATISTICS",
     "band_statistics",
+    "counts_band_width",
+    "counts_marker_tasks",
     "marker_tasks",
     "search",
     "table",
@@ -213,6 +216,101 @@ def marker_tasks(
     ]
 
 
+MAX_COUNTS_BANDS: Final = 16
+"""Bands of features :func:`counts_marker_tasks` reads at most: each band reads every ``counts`` shard."""
+
+
+def counts_band_width(source: Assay, n_cells: int) -> int:
+    """Features per band of :func:`counts_marker_tasks`: about :data:`~cytearc.storage.counts.BAND_BYTES` of float32 values over ``n_cells``.
+
+    Parameters
+    ----------
+    source
+        An assay without ``countsT``.
+    n_cells
+        The selected cells.
+
+    Returns
+    -------
+    int
+        The band's width.
+
+    Raises
+    ------
+    AssayTypeError
+        The features need more than :data:`MAX_COUNTS_BANDS` bands.
+    """
+    width = max(1, BAND_BYTES // max(1, 4 * n_cells))
+    n_bands = -(-source.shape[1] // width)
+    if n_bands > MAX_COUNTS_BANDS:
+        msg = f"{source.where}: markers.search of a {source.assayType} assay reads counts once per band of {width} features over the {n_cells} cells, and its {source.shape[1]} features need {n_bands} bands (at most {MAX_COUNTS_BANDS}); search markers of a gene activity assay (ds.add_melded_assay) or of fewer cells"
+        raise AssayTypeError(msg)
+    return width
+
+
+def _counts_band(
+    values: np.ndarray, codes: np.ndarray, *, n_groups: int
+) -> dict[str, np.ndarray]:
+    return band_statistics(np.ascontiguousarray(values.T), codes, n_groups)
+
+
+def counts_marker_tasks(
+    source: Assay,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    *,
+    method: str,
+    target_sum: float,
+    idf: np.ndarray | None = None,
+) -> list[Delayed]:
+    """Lazy marker statistics of an assay without ``countsT`` (ADT, HTO, ATAC, generic), from ``counts``.
+
+    The selected cells' values, normalized as ``features.normalize`` does
+    with ``method``, are taken in bands of features that hold about
+    :data:`~cytearc.storage.counts.BAND_BYTES` of float32 values over every
+    selected cell; each band is one task that reads every ``counts`` shard,
+    so assays of many features (a peak matrix) are refused.
+
+    Parameters
+    ----------
+    source
+        The assay.
+    rows
+        The cells to read, in increasing order.
+    codes
+        The group of each of ``rows``, ``0 .. n_groups - 1``.
+    n_groups
+        The number of groups.
+    method
+        The normalization (:data:`cytearc.ops.normalize.METHODS`).
+    target_sum
+        The library size each cell is scaled to (library size, TF-IDF).
+    idf
+        The TF-IDF inverse document frequency of the selected cells.
+
+    Returns
+    -------
+    list of dask.delayed.Delayed
+        In feature order, one per band, each computing the
+        :func:`band_statistics` of its band.
+
+    Raises
+    ------
+    AssayTypeError
+        The features need more than :data:`MAX_COUNTS_BANDS` bands.
+    """
+    width = counts_band_width(source, len(rows))
+    values = normalized_graph(
+        source, rows, method=method, target_sum=target_sum, log1p=method != "none", idf=idf
+    ).rechunk((-1, width))
+    codes_of = delayed(codes)
+    return [
+        delayed(_counts_band)(block, codes_of, n_groups=n_groups)
+        for block in values.to_delayed().ravel()
+    ]
+
+
 def search(
     ds: AnalysisStore,
     assay: str = "RNA",
@@ -233,7 +331,12 @@ def search(
     ds
         The store (any :class:`~cytearc.storage.store.AnalysisStore`).
     assay
-        An RNA-type assay (the search reads its ``countsT``).
+        The assay. RNA types are read from ``countsT`` band by band of
+        features; other assays from ``counts``, normalized with their
+        class's method (centred log ratio for ADT and HTO, TF-IDF for ATAC,
+        the counts for the generic type) in bands of features
+        (:func:`counts_marker_tasks`; a peak matrix of many features is
+        refused).
     group_key
         The cell column whose labels form the groups (such as
         ``RNA_leiden_cluster``); two or more groups are needed.
@@ -242,7 +345,7 @@ def search(
         of a boolean cell column, a boolean mask over every cell, or None for
         ``I``.
     target_sum
-        The library size each cell is scaled to before ``log1p``.
+        The library size each cell is scaled to before ``log1p`` (RNA types, TF-IDF).
     invalidate_cache
         Compute a new artifact even when one of the same provenance exists.
 
@@ -250,13 +353,16 @@ def search(
     -------
     Artifact
         The ``markers`` artifact; :func:`table` reads it as a DataFrame.
+        ``logfc`` compares ``expm1`` of the group means, which for the
+        generic type's counts is not a log fold change.
 
     Raises
     ------
     AssayNotFoundError
         The store has no assay ``assay``.
     AssayTypeError
-        ``assay`` is not of an RNA type, so it has no ``countsT``.
+        ``assay`` has no ``countsT`` and more features than
+        :func:`counts_marker_tasks` reads.
     OperationArgumentError
         ``group_key`` is not a cell column, ``target_sum`` is not a positive
         number, ``cell_selection`` is malformed, or the selected cells hold
@@ -283,9 +389,6 @@ def search(
     """
     operation = "markers.search"
     source = ds.assays[assay]
-    if source.assayType not in RNA_TYPES:
-        msg = f"{ds.where}: {operation}: reads countsT, which only RNA-type assays store; assay {assay!r} is {source.assayType} - pass an RNA-type assay"
-        raise AssayTypeError(msg)
     parse_cell_column(ds, group_key, name="group_key", operation=operation)
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     labels, valid = group_labels(ds, group_key)
@@ -297,11 +400,31 @@ def search(
     if len(groups) < 2:
         msg = f"{ds.where}: {operation}: {group_key!r} has one group among the selected cells; markers need two or more"
         raise OperationArgumentError(msg)
-    selection = publish_selection(ds, cell_selection)
     rows = np.flatnonzero(mask)
+    method = source.defaults.normalization
+    parameters: dict[str, Any] = {
+        "assay": assay,
+        "groupKey": group_key,
+        "targetSum": float(target_sum),
+    }
+    if not source.stores_transpose:
+        counts_band_width(source, len(rows))
+        parameters["method"] = method
+    selection = publish_selection(ds, cell_selection)
+
+    def tasks(writer: ArtifactWriter) -> list[Delayed]:
+        if source.stores_transpose:
+            return marker_tasks(source, rows, codes, len(groups), target_sum=target_sum)
+        idf = None
+        if method == "tfidf":
+            (sums,) = writer.run(take_rows(source.counts, rows).sum(axis=0, dtype=np.float64))
+            idf = tfidf_idf(np.asarray(sums, dtype=np.float64), n_cells=len(rows))
+        return counts_marker_tasks(
+            source, rows, codes, len(groups), method=method, target_sum=target_sum, idf=idf
+        )
 
     def build(writer: ArtifactWriter) -> None:
-        bands = writer.run(*marker_tasks(source, rows, codes, len(groups), target_sum=target_sum))
+        bands = writer.run(*tasks(writer))
         for name in STATISTICS:
             writer.write(
                 name, np.concatenate([b[name] for b in bands], axis=1), finite=name != "auroc"
@@ -316,7 +439,7 @@ def search(
         scope=assay,
         kind="markers",
         operation=operation,
-        parameters={"assay": assay, "groupKey": group_key, "targetSum": float(target_sum)},
+        parameters=parameters,
         inputs={
             "cells": selection.ref,
             "groups": values_digest(labels[mask]),

@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from cytearc.ops.clustering import leiden
 from cytearc.ops.compare import compute_bulk, write_bulk
+from cytearc.ops.detection import detected
 from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search, table
 from cytearc.ops.neighbors import neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
-from cytearc.ops.qc import auto_filter, filter_cells, metrics
+from cytearc.ops.qc import auto_filter, feature_percentage, filter_cells, metrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -116,6 +117,7 @@ class Qc(Namespace):
     metrics = operation(metrics)
     filter = operation(filter_cells)
     auto_filter = operation(auto_filter)
+    feature_percentage = operation(feature_percentage)
 
 
 class Features(Namespace):
@@ -123,6 +125,7 @@ class Features(Namespace):
 
     normalize = operation(normalize)
     hvgs = operation(hvgs)
+    detected = operation(detected)
 
 
 class Reduce(Namespace):

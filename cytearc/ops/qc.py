@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask.array as da
 import numpy as np
 
 from cytearc.artifacts import DATASTORE_SCOPE, Artifact
-from cytearc.assays.types import RNA_TYPES
 from cytearc.errors import OperationArgumentError, ReadOnlyStoreError
 from cytearc.metadata.membership import membership_column, validate_measured
 from cytearc.ops.arguments import parse_cell_column, parse_float, parse_patterns
@@ -30,6 +29,7 @@ from cytearc.ops.selection import (
     MEMBERSHIP_REMEDY,
     SelectionLike,
     publish_selection,
+    read_measured_mask,
     read_selection_mask,
     write_selection_mask,
 )
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PATTERNS",
     "auto_filter",
+    "feature_percentage",
     "filter_cells",
     "metric_assay",
     "metrics",
@@ -126,6 +127,109 @@ def metrics(
     return list(columns)
 
 
+def feature_percentage(
+    ds: AnalysisStore,
+    assay: str = "RNA",
+    feature_pattern: str | None = None,
+    *,
+    features: Sequence[str] | None = None,
+    name: str = "percentFeatures",
+    cell_selection: SelectionLike = None,
+) -> str:
+    """Write the percentage of each selected cell's counts in some features as the column ``<assay>_<name>``.
+
+    Scarf's ``add_percent_feature`` and scanpy's ``qc_vars``: ``100 *
+    counts in the features / all counts`` (0 for a cell without counts,
+    NaN outside the selection). The column is recorded in the assay's
+    ``percentFeatures`` attribute with its pattern, so it is a metric of the
+    assay that ``qc.filter`` and ``qc.auto_filter`` check membership for.
+
+    Parameters
+    ----------
+    ds
+        The store (any :class:`~cytearc.storage.store.AnalysisStore`).
+    assay
+        The assay whose counts are summed.
+    feature_pattern
+        A regular expression searched in the feature names (case-insensitive),
+        such as ``"^MT-"``; give it or ``features``.
+    features
+        Feature names or ids; every one must exist.
+    name
+        The column's suffix.
+    cell_selection
+        The cells: a ``cell_selection`` artifact or its ref, the name of a
+        boolean cell column, a boolean mask over every cell, or None for ``I``.
+
+    Returns
+    -------
+    str
+        The column written.
+
+    Raises
+    ------
+    OperationArgumentError
+        Neither or both of ``feature_pattern`` and ``features``, a pattern
+        that does not compile or matches no feature, or an empty ``name``.
+    FeatureNotFoundError
+        A name of ``features`` is not a feature of the assay.
+    UnmeasuredCellsError
+        A selected cell was not measured by ``assay`` (checked before anything is read).
+    ReadOnlyStoreError
+        The store is read-only.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from cytearc import DataStore
+    >>> from cytearc.datasets import write_store
+    >>> path = write_store(f"{tempfile.mkdtemp()}/pbmc.zarr", n_cells=300, n_genes=600,
+    ...                    cluster="threads")
+    >>> ds = DataStore(path, zarr_mode="r+", cluster="threads", show_progress=False)
+    >>> ds.qc.feature_percentage("RNA", "^MT-", name="percentMT")
+    'RNA_percentMT'
+    >>> bool(ds.cells.fetch_all("RNA_percentMT").max() < 100)
+    True
+    """
+    operation = "qc.feature_percentage"
+    if (feature_pattern is None) == (features is None):
+        msg = f"{operation}: give one of feature_pattern (a regular expression) and features (names), found {feature_pattern!r} and {features!r}"
+        raise OperationArgumentError(msg)
+    if not isinstance(cast("object", name), str) or not name:
+        msg = f"{operation}: name must be a non-empty column suffix, found {name!r}"
+        raise OperationArgumentError(msg)
+    if not ds.writable:
+        msg = f"{ds.where}: {operation} writes a cell column; open the store with zarr_mode='r+'"
+        raise ReadOnlyStoreError(msg)
+    source = ds.assays[assay]
+    if feature_pattern is not None:
+        patterns = parse_patterns({name: feature_pattern}, operation=operation) or {}
+        matcher = re.compile(patterns[name], re.IGNORECASE)
+        names = [str(n) for n in source.features.fetch_all("names").tolist()]
+        index = np.flatnonzero([bool(matcher.search(n)) for n in names])
+        if not len(index):
+            msg = f"{source.where}: {operation}: the pattern {feature_pattern!r} matches no feature name; check it against ds.assays[{assay!r}].features.fetch_all('names')"
+            raise OperationArgumentError(msg)
+        recorded = feature_pattern
+    else:
+        assert features is not None
+        index = np.unique(source.feature_positions([str(f) for f in features]))
+        recorded = "|".join(f"^{re.escape(str(f))}$" for f in features)
+    mask = read_measured_mask(ds, assay, cell_selection, operation=operation)
+    totals = source.summary("rowSums").astype(np.float64)
+    (part,) = _feature_sums(ds, assay, [index])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values = np.where(totals > 0, 100.0 * part / totals, 0.0)
+    column = f"{assay}_{name}"
+    write_cell_column(ds, column, values[mask], mask=mask, fill=np.nan, operation=operation)
+    record = {**percent_columns(ds, assay), column: recorded}
+    if ds.cells.staging is not None:
+        ds.cells.staging.set_attribute(ds.root[assay], PERCENT_ATTRIBUTE, record)
+    else:
+        ds.root[assay].attrs[PERCENT_ATTRIBUTE] = record
+    return column
+
+
 def _feature_sums(ds: AnalysisStore, assay: str, groups: list[np.ndarray]) -> list[np.ndarray]:
     """Per cell, the counts summed over each group of features.
 
@@ -133,7 +237,7 @@ def _feature_sums(ds: AnalysisStore, assay: str, groups: list[np.ndarray]) -> li
     else by a pass over ``counts`` on the engine.
     """
     source = ds.assays[assay]
-    if source.assayType in RNA_TYPES:
+    if source.stores_transpose:
         return [
             source.feature_rows(idx).sum(axis=0, dtype=np.float64)
             if len(idx)

@@ -24,34 +24,10 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
-    from cytearc.assays import Assay
     from cytearc.pipeline.runner import PipelineRun
     from cytearc.storage.store import AnalysisStore
 
 __all__ = ["StorePlots"]
-
-
-def _feature_positions(source: Assay, features: Sequence[str]) -> list[int]:
-    """The position of each feature, found by name or id (the first match).
-
-    Raises
-    ------
-    FeatureNotFoundError
-        A feature is neither a name nor an id of the assay.
-    """
-    names = source.features.fetch_all("names").astype(object)
-    ids = source.features.fetch_all("ids").astype(object)
-    positions, missing = [], []
-    for feature in features:
-        hits = np.flatnonzero((names == feature) | (ids == feature))
-        if len(hits):
-            positions.append(int(hits[0]))
-        else:
-            missing.append(feature)
-    if missing:
-        msg = f"{source.where}: no feature named {missing[:5]!r} in assay {source.name!r} (expected a value of its feature table's 'names' or 'ids') - check the spelling or the assay"
-        raise FeatureNotFoundError(msg)
-    return positions
 
 
 class StorePlots:
@@ -126,7 +102,7 @@ class StorePlots:
         """
         ds = self._ds
         source = ds.assays[assay]
-        rows = np.asarray(_feature_positions(source, [gene]))
+        rows = np.asarray(source.feature_positions([gene]))
         values = normalized_block(
             source.feature_rows(rows).T,
             source.summary("rowSums").astype(np.float64),
@@ -248,7 +224,7 @@ class StorePlots:
                     if int(j) not in chosen:
                         chosen.append(int(j))
         else:
-            chosen = _feature_positions(ds.assays[artifact.ref.scope], genes)
+            chosen = ds.assays[artifact.ref.scope].feature_positions(genes)
         labels = [str(names[j]) for j in chosen]
         mean = pd.DataFrame(artifact.read("mean")[:, chosen], index=groups, columns=labels)
         fraction = pd.DataFrame(artifact.read("fraction")[:, chosen], index=groups, columns=labels)
