@@ -16,6 +16,7 @@ from cytearc.ops.namespaces import (
     Embedding,
     Features,
     Graph,
+    Integration,
     Markers,
     Qc,
     Reduce,
@@ -450,6 +451,11 @@ class DataStore(Store):
     def graph(self) -> Graph:
         """Cell graphs: ``neighbors``."""
         return Graph(self)
+
+    @property
+    def integration(self) -> Integration:
+        """Integration: ``harmony`` (batch correction), ``modalities`` (a joint graph of assays)."""
+        return Integration(self)
 
     @property
     def cluster(self) -> Cluster:

@@ -34,6 +34,7 @@ __all__ = [
     "EngineConfigError",
     "FeatureNotFoundError",
     "ImportOptionError",
+    "MissingDependencyError",
     "IncompleteArtifactError",
     "InterruptedReplaceError",
     "LabelClaimBlockedError",
@@ -217,6 +218,22 @@ class ImportOptionError(CyteArcError, TypeError):
 
 class OperationArgumentError(CyteArcError):
     """An operation was given an argument of the wrong type or outside its domain; nothing was written."""
+
+
+class MissingDependencyError(CyteArcError, ModuleNotFoundError):
+    """An operation needs an optional package that is not installed; the message gives the install command.
+
+    Parameters
+    ----------
+    message
+        What is missing and how to install it.
+    name
+        The package's module name, as :class:`ModuleNotFoundError` carries it.
+    """
+
+    def __init__(self, message: str, *, name: str) -> None:
+        super().__init__(message)
+        self.name = name
 
 
 # --- artifacts ------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -29,12 +29,13 @@ def umap(
     spread: float = 1.0,
     n_epochs: int | None = None,
     seed: int = 0,
+    label: str | None = None,
     invalidate_cache: bool = False,
 ) -> Artifact:
     """UMAP coordinates from the stored graph (a ``umap`` artifact), initialised from PCA.
 
     Also written to the cell columns ``<assay>_UMAP1``, ``<assay>_UMAP2``
-    (NaN outside the selection).
+    (or ``<label>1``, ``<label>2``; NaN outside the selection).
 
     Parameters
     ----------
@@ -55,6 +56,9 @@ def umap(
         Optimisation epochs; None: 500 up to 10,000 cells, else 200.
     seed
         The seed of the layout's random state.
+    label
+        The prefix of the two cell columns written (``<label>1``,
+        ``<label>2``); None for ``<assay>_UMAP``.
     invalidate_cache
         Compute a new artifact even when one of the same provenance exists.
 
@@ -81,6 +85,9 @@ def umap(
     if n_epochs is not None:
         n_epochs = parse_int(n_epochs, name="n_epochs", operation=operation, minimum=1)
     seed = parse_seed(seed, operation=operation)
+    if label is not None and (not isinstance(cast("object", label), str) or not label):
+        msg = f"{operation}: label must be a non-empty column prefix or None, found {label!r}"
+        raise OperationArgumentError(msg)
     inputs = source.inputs()
     pca_ref = inputs.get("pca", inputs.get("embedding"))
     if pca_ref is None:
@@ -133,10 +140,11 @@ def umap(
     )
     mask = artifact_cell_mask(ds, artifact)
     coords = artifact.read("coords")
+    prefix = label or f"{source.ref.scope}_UMAP"
     for i in range(min(2, n_components)):
         write_cell_column(
             ds,
-            f"{source.ref.scope}_UMAP{i + 1}",
+            f"{prefix}{i + 1}",
             coords[:, i].astype(np.float64),
             mask=mask,
             fill=np.nan,

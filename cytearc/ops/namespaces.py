@@ -24,6 +24,7 @@ from cytearc.ops.clustering import leiden
 from cytearc.ops.compare import compute_bulk, write_bulk
 from cytearc.ops.detection import detected
 from cytearc.ops.embedding import umap
+from cytearc.ops.harmony import harmony
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search, table
 from cytearc.ops.neighbors import neighbors
@@ -43,6 +44,7 @@ __all__ = [
     "Embedding",
     "Features",
     "Graph",
+    "Integration",
     "Markers",
     "Namespace",
     "Qc",
@@ -138,6 +140,12 @@ class Graph(Namespace):
     """Cell graphs: the kNN graph and its connectivities."""
 
     neighbors = operation(neighbors)
+
+
+class Integration(Namespace):
+    """Integration: batch correction of an embedding, and joint graphs of several assays."""
+
+    harmony = operation(harmony)
 
 
 class Cluster(Namespace):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 import shutil
 import uuid
 import warnings
@@ -273,6 +274,26 @@ def _source_format(store: Path) -> object:
 def _import_option(store: Path) -> object:
     (store / "table.csv").write_text("id,f0\nc0,1\n")
     return cytearc.import_data(store / "table.csv", store.parent / "new.zarr", genome="GRCh38")
+
+
+@case(
+    errors.MissingDependencyError,
+    r"integration\.harmony runs the harmonypy package \(GPL-3\.0-or-later, not installed with "
+    r"CyteArc\), which cannot be imported here \(.+\); install it with `pip install harmonypy`",
+)
+def _missing_dependency(store: Path) -> object:
+    ds = _open(store, zarr_mode="r+")
+    norm = ds.features.normalize("RNA")
+    pca = ds.reduce.pca(norm, ds.features.hvgs(norm, n_top=10, min_cells=0), n_comps=3)
+    saved = sys.modules.get("harmonypy")
+    sys.modules["harmonypy"] = None  # type: ignore[assignment]  # how Python marks a module unimportable
+    try:
+        return ds.integration.harmony(pca, batch_key="sample")
+    finally:
+        if saved is None:
+            del sys.modules["harmonypy"]
+        else:
+            sys.modules["harmonypy"] = saved
 
 
 @case(
