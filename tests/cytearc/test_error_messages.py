@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import sys
 import shutil
+import sys
 import uuid
 import warnings
 from dataclasses import dataclass
