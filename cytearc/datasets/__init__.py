@@ -11,6 +11,7 @@ write the other modalities, each with its planted truth.
 
 from cytearc.datasets.adt import generate_adt, write_citeseq_store
 from cytearc.datasets.atac import generate_atac, write_atac_store
+from cytearc.datasets.hashtags import generate_hashtags, write_hashtag_store
 from cytearc.datasets.synthetic import SyntheticDataset, generate, write_store
 
 __all__ = [
@@ -18,7 +19,9 @@ __all__ = [
     "generate",
     "generate_adt",
     "generate_atac",
+    "generate_hashtags",
     "write_atac_store",
     "write_citeseq_store",
+    "write_hashtag_store",
     "write_store",
 ]

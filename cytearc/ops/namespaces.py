@@ -25,6 +25,7 @@ from cytearc.ops.compare import compute_bulk, write_bulk
 from cytearc.ops.detection import detected
 from cytearc.ops.embedding import umap
 from cytearc.ops.harmony import harmony
+from cytearc.ops.hto import hto_demultiplexing
 from cytearc.ops.hvgs import hvgs
 from cytearc.ops.markers import search, table
 from cytearc.ops.neighbors import neighbors
@@ -120,6 +121,7 @@ class Qc(Namespace):
     filter = operation(filter_cells)
     auto_filter = operation(auto_filter)
     feature_percentage = operation(feature_percentage)
+    hto_demultiplexing = operation(hto_demultiplexing)
 
 
 class Features(Namespace):

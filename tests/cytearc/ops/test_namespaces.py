@@ -71,7 +71,13 @@ def test_namespace_dir_lists_its_operations(
     planted: Any, open_threads: Callable[..., DataStore]
 ) -> None:
     """``dir(ds.qc)`` is its operations, for tab completion."""
-    assert dir(open_threads(planted.path).qc) == ["auto_filter", "filter", "metrics"]
+    assert dir(open_threads(planted.path).qc) == [
+        "auto_filter",
+        "feature_percentage",
+        "filter",
+        "hto_demultiplexing",
+        "metrics",
+    ]
 
 
 @pytest.mark.slow
