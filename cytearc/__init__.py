@@ -68,6 +68,7 @@ from cytearc.io import (
     import_csv,
     import_data,
     import_h5ad,
+    import_h5mu,
     import_loom,
     import_seurat,
 )
@@ -139,6 +140,7 @@ __all__ = [
     "import_csv",
     "import_data",
     "import_h5ad",
+    "import_h5mu",
     "import_loom",
     "import_seurat",
     "mount_datastore",

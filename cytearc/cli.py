@@ -400,7 +400,7 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.add_argument(
         "--genome", default=None, help=".h5: the genome to read (v2) or keep the features of (v3)"
     )
-    p.add_argument("--layer", default=None, help=".h5ad: the layer to import instead of X")
+    p.add_argument("--layer", default=None, help=".h5ad and .h5mu: the layer to import instead of X")
     p.add_argument(
         "--orientation",
         choices=["cells_x_features", "features_x_cells"],

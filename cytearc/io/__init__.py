@@ -1,8 +1,9 @@
-"""Importers: 10x (HDF5 and Matrix Market), H5AD, loom, Seurat, CSV and in-memory matrices.
+"""Importers: 10x (HDF5 and Matrix Market), H5AD, MuData, loom, Seurat, CSV and in-memory matrices.
 
 :func:`import_data` detects the format; :func:`import_10x_h5`,
-:func:`import_10x_mtx`, :func:`import_h5ad` and :func:`import_csv` import one
-format with its options named and typed; the classes (``CrToZarr`` ...) do
+:func:`import_10x_mtx`, :func:`import_h5ad`, :func:`import_h5mu` and
+:func:`import_csv` (and the others) import one format with its options
+named and typed; the classes (``CrToZarr`` ...) do
 the same in two steps, open then :meth:`~ToZarr.dump`.
 """
 
@@ -19,6 +20,7 @@ from cytearc.io.converters import (
     import_h5ad,
 )
 from cytearc.io.detect import detect_importer, import_data, importer_options
+from cytearc.io.h5mu import H5muToZarr, import_h5mu
 from cytearc.io.importer import ImportResult, write_store
 from cytearc.io.loom import LoomToZarr, import_loom
 from cytearc.io.seurat import SeuratToZarr, import_seurat
@@ -27,6 +29,7 @@ __all__ = [
     "CSVtoZarr",
     "CrToZarr",
     "H5adToZarr",
+    "H5muToZarr",
     "ImportResult",
     "LoomToZarr",
     "MtxToZarr",
@@ -39,6 +42,7 @@ __all__ = [
     "import_csv",
     "import_data",
     "import_h5ad",
+    "import_h5mu",
     "import_loom",
     "import_seurat",
     "importer_options",

@@ -3,9 +3,9 @@
 A folder holding ``matrix.mtx`` (or ``matrix.mtx.gz``) is a 10x Matrix
 Market folder (:class:`~cytearc.io.converters.MtxToZarr`); otherwise the
 name decides: ``.h5ad`` is H5AD (:class:`~cytearc.io.converters.H5adToZarr`),
-``.loom`` is loom (:class:`~cytearc.io.loom.LoomToZarr`), ``.rds`` a Seurat
-object (:class:`~cytearc.io.seurat.SeuratToZarr`),
-``.h5`` and ``.hdf5`` are Cell Ranger HDF5
+``.h5mu`` is MuData (:class:`~cytearc.io.h5mu.H5muToZarr`), ``.loom`` is loom
+(:class:`~cytearc.io.loom.LoomToZarr`), ``.rds`` a Seurat object
+(:class:`~cytearc.io.seurat.SeuratToZarr`), ``.h5`` and ``.hdf5`` are Cell Ranger HDF5
 (:class:`~cytearc.io.converters.CrToZarr`), and ``.csv``, ``.tsv`` and
 ``.txt``, optionally gzipped, are dense tables
 (:class:`~cytearc.io.converters.CSVtoZarr`). The options of
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from cytearc.errors import ImportOptionError, SourceFormatError
 from cytearc.io.converters import CrToZarr, CSVtoZarr, H5adToZarr, MtxToZarr
+from cytearc.io.h5mu import H5muToZarr
 from cytearc.io.loom import LoomToZarr
 from cytearc.io.seurat import SeuratToZarr
 from cytearc.io.sources import remote_file_exists, source_location
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
         type[CrToZarr]
         | type[MtxToZarr]
         | type[H5adToZarr]
+        | type[H5muToZarr]
         | type[LoomToZarr]
         | type[SeuratToZarr]
         | type[CSVtoZarr]
@@ -59,10 +61,20 @@ __all__ = [
 ]
 
 _TABLE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".txt", ".txt.gz")
+_BY_SUFFIX: tuple[tuple[tuple[str, ...], FileImporter], ...] = (
+    ((".h5ad",), H5adToZarr),
+    ((".h5mu",), H5muToZarr),
+    ((".loom",), LoomToZarr),
+    ((".rds",), SeuratToZarr),
+    ((".h5", ".hdf5"), CrToZarr),
+    (_TABLE_SUFFIXES, CSVtoZarr),
+)
+"""The importer of each file name suffix (lower case)."""
 _IMPORTERS: tuple[FileImporter, ...] = (
     CrToZarr,
     MtxToZarr,
     H5adToZarr,
+    H5muToZarr,
     LoomToZarr,
     SeuratToZarr,
     CSVtoZarr,
@@ -77,9 +89,9 @@ def detect_importer(
     Parameters
     ----------
     source
-        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
-        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file: a local path or
-        an fsspec URL.
+        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad``,
+        ``.h5mu``, ``.loom``, ``.rds`` or ``.csv``/``.tsv``/``.txt``
+        (optionally ``.gz``) file: a local path or an fsspec URL.
     source_storage_options
         The options of the URL's fsspec filesystem; only a URL without a
         known suffix is looked up (for ``matrix.mtx``).
@@ -89,7 +101,10 @@ def detect_importer(
     type
         :class:`~cytearc.io.converters.MtxToZarr`,
         :class:`~cytearc.io.converters.CrToZarr`,
-        :class:`~cytearc.io.converters.H5adToZarr` or
+        :class:`~cytearc.io.converters.H5adToZarr`,
+        :class:`~cytearc.io.h5mu.H5muToZarr`,
+        :class:`~cytearc.io.loom.LoomToZarr`,
+        :class:`~cytearc.io.seurat.SeuratToZarr` or
         :class:`~cytearc.io.converters.CSVtoZarr`.
 
     Raises
@@ -104,6 +119,8 @@ def detect_importer(
     --------
     >>> detect_importer("pbmc.h5ad").__name__, detect_importer("counts.tsv.gz").__name__
     ('H5adToZarr', 'CSVtoZarr')
+    >>> detect_importer("multiome.h5mu").__name__
+    'H5muToZarr'
     >>> detect_importer("s3://bucket/pbmc/filtered_feature_bc_matrix.h5").__name__
     'CrToZarr'
     """
@@ -122,23 +139,13 @@ def detect_importer(
     if not path.exists():
         msg = f"{path}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
+    msg = f"{path}: unknown format; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .h5mu, .loom, a Seurat .rds, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 
 def _by_name(name: str) -> FileImporter | None:
     """The importer a file's lower-case name implies, or None."""
-    if name.endswith(".h5ad"):
-        return H5adToZarr
-    if name.endswith(".loom"):
-        return LoomToZarr
-    if name.endswith(".rds"):
-        return SeuratToZarr
-    if name.endswith((".h5", ".hdf5")):
-        return CrToZarr
-    if name.endswith(_TABLE_SUFFIXES):
-        return CSVtoZarr
-    return None
+    return next((importer for suffixes, importer in _BY_SUFFIX if name.endswith(suffixes)), None)
 
 
 def _detect_url(location: Location) -> FileImporter:
@@ -151,7 +158,7 @@ def _detect_url(location: Location) -> FileImporter:
     if not location.exists():
         msg = f"{location}: no such file or folder"
         raise SourceFormatError(msg)
-    msg = f"{location}: unknown format, and no matrix.mtx(.gz) below it; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .loom, a Seurat .rds, or .csv/.tsv/.txt"
+    msg = f"{location}: unknown format, and no matrix.mtx(.gz) below it; expected a 10x .h5, a 10x Matrix Market folder, .h5ad, .h5mu, .loom, a Seurat .rds, or .csv/.tsv/.txt"
     raise SourceFormatError(msg)
 
 
@@ -191,7 +198,8 @@ def _validate_options(
         close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
         if owners:
             verb = "takes" if len(owners) == 1 else "take"
-            hints.append(f"{name!r} ({' and '.join(owners)} {verb} it)")
+            listed = " and ".join([", ".join(owners[:-1]), owners[-1]] if owners[:-1] else owners)
+            hints.append(f"{name!r} ({listed} {verb} it)")
         elif close:
             hints.append(f"{name!r} (did you mean {close[0]!r}?)")
         else:
@@ -214,14 +222,16 @@ def import_data(
     type-checked, call the format's function instead:
     :func:`~cytearc.io.converters.import_10x_h5`,
     :func:`~cytearc.io.converters.import_10x_mtx`,
-    :func:`~cytearc.io.converters.import_h5ad` or
+    :func:`~cytearc.io.converters.import_h5ad`,
+    :func:`~cytearc.io.h5mu.import_h5mu` or
     :func:`~cytearc.io.converters.import_csv`.
 
     Parameters
     ----------
     source
-        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad`` or
-        ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file: a local path,
+        A 10x Matrix Market folder, or a ``.h5``/``.hdf5``, ``.h5ad``,
+        ``.h5mu`` or ``.csv``/``.tsv``/``.txt`` (optionally ``.gz``) file
+        (and the others of :func:`detect_importer`): a local path,
         or an fsspec URL (``s3://``, ``gs://``, ``http(s)://``) read in byte
         ranges or streamed, never downloaded whole (unless ``download=True``,
         for HDF5 files).
@@ -230,7 +240,8 @@ def import_data(
     **options
         The keyword-only options of the format's importer
         (:func:`importer_options`): its reader's (``genome`` for 10x HDF5;
-        ``layer`` for H5AD; ``orientation``, ``sep`` and ``index_col`` for
+        ``layer`` for H5AD; ``modalities`` and ``layer`` for MuData;
+        ``orientation``, ``sep`` and ``index_col`` for
         tables; ``source_storage_options``, the options of a source URL's
         fsspec filesystem such as credentials and ``endpoint_url``, never
         recorded nor shown in messages, for every format; ``download`` for
@@ -267,7 +278,7 @@ def import_data(
     >>> import_data("pbmc.h5", "pbmc.zarr", layer="counts")
     Traceback (most recent call last):
       ...
-    cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr and LoomToZarr take it); it takes genome, ...
+    cytearc.errors.ImportOptionError: pbmc.h5: detected as a 10x HDF5 matrix, whose importer CrToZarr takes no option 'layer' (H5adToZarr, H5muToZarr and LoomToZarr take it); it takes genome, ...
     """
     importer = detect_importer(source, source_storage_options=options.get("source_storage_options"))
     _validate_options(source, importer, options)

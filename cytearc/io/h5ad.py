@@ -12,6 +12,11 @@ A sparse matrix that stores a coordinate twice is refused as damage
 (:class:`~cytearc.errors.RepeatedEntryError`), and an HDF5 chunk that cannot
 be read raises :class:`~cytearc.errors.DamagedSourceError` naming the file
 and the dataset.
+
+The AnnData need not be the file's root: ``group=`` reads one stored in a
+group, as a MuData file (``.h5mu``) stores each modality in ``/mod/<name>``
+(:mod:`cytearc.io.h5mu`), and :func:`read_cell_table` decodes any ``obs``
+dataframe, such as a MuData file's global one.
 """
 
 from __future__ import annotations
@@ -44,8 +49,10 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
     from cytearc.io.bands import EntryName
+    from cytearc.io.sources import RemoteFile
+    from cytepool.locations import Location
 
-__all__ = ["H5adSource"]
+__all__ = ["H5adSource", "read_cell_table"]
 
 NAME_COLUMNS: Final = ("gene_symbols", "feature_name", "name")
 """``var`` columns that name features, in order of preference; else the index names them."""
@@ -206,6 +213,34 @@ def _read_dataframe(group: h5py.Group) -> tuple[np.ndarray, dict[str, _Column]]:
     return index, read
 
 
+def read_cell_table(obs: h5py.Group | h5py.Dataset, *, where: str) -> pd.DataFrame:
+    """An AnnData ``obs`` dataframe as a cell table: ``ids`` (its index, unique), then its columns.
+
+    Parameters
+    ----------
+    obs
+        The dataframe group (``/obs``, ``/mod/rna/obs``, ...).
+    where
+        The file and key, for messages (``"pbmc.h5ad: obs"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Categorical columns as :class:`pandas.Categorical`, nullable ones
+        in pandas' nullable dtypes.
+
+    Raises
+    ------
+    SourceFormatError
+        If ``obs`` is not an AnnData dataframe, a column has an unsupported
+        encoding or the wrong length, an id repeats, or a column is named
+        ``ids``.
+    """
+    ids, columns = _read_dataframe(obs)
+    validate_unique_cells(ids, f"{where} index")
+    return _table({"ids": ids}, columns, where)
+
+
 def _as_strings(values: _Column, where: str) -> np.ndarray:
     strings = np.asarray(pd.Series(values).astype(object), dtype=object)
     bad = [i for i, value in enumerate(strings) if not isinstance(value, str)]
@@ -224,7 +259,7 @@ def _table(first: dict[str, np.ndarray], rest: dict[str, _Column], where: str) -
 
 
 class H5adSource(FileSource):
-    """``X`` or a layer of an H5AD file, with ``obs`` and ``var``, read in bands of cells.
+    """``X`` or a layer of an H5AD file (or of an AnnData group), with ``obs`` and ``var``, read in bands of cells.
 
     ``cells`` holds ``ids`` (the ``obs`` index) then the ``obs`` columns.
     ``features`` holds ``ids`` (the ``var`` index), ``names`` (the first
@@ -238,8 +273,12 @@ class H5adSource(FileSource):
     path
         The ``.h5ad`` file: a local path or an fsspec URL (``s3://...``),
         read in byte ranges (see :func:`~cytearc.io.sources.open_remote`).
+    group
+        The HDF5 group that holds the AnnData (``X``, ``obs``, ``var``,
+        ``layers``): the root by default, ``"/mod/rna"`` for a modality of a
+        MuData file.
     layer
-        The layer to read instead of ``X``.
+        The layer (of ``group``) to read instead of ``X``.
     band_rows
         Cells per on-disk bucket when the matrix is CSC.
     storage_options
@@ -251,8 +290,8 @@ class H5adSource(FileSource):
     Raises
     ------
     SourceFormatError
-        If the file is missing, the matrix or a table column has an
-        unsupported encoding, the layer is missing, or the tables do not
+        If the file or the group is missing, the matrix or a table column has
+        an unsupported encoding, the layer is missing, or the tables do not
         match the matrix.
     StoreAccessError
         If a file at a URL cannot be read.
@@ -262,6 +301,7 @@ class H5adSource(FileSource):
         self,
         path: str | os.PathLike[str],
         *,
+        group: str = "/",
         layer: str | None = None,
         band_rows: int = DEFAULT_BAND_ROWS,
         storage_options: Mapping[str, Any] | None = None,
@@ -269,17 +309,92 @@ class H5adSource(FileSource):
     ) -> None:
         validate_band_rows(band_rows)
         location = source_location(path, storage_options)
-        self._path = Path(path) if location.is_local else location
-        self._file, self._remote = open_hdf5(
-            self._path, remedy="give an .h5ad file", download=download
+        where = Path(path) if location.is_local else location
+        file, remote = open_hdf5(where, remedy="give an .h5ad file", download=download)
+        self._attach(
+            file, remote, path=where, group=group, layer=layer, band_rows=band_rows, owns_file=True
         )
+
+    @classmethod
+    def in_open_file(
+        cls,
+        file: h5py.File,
+        *,
+        path: Path | Location,
+        group: str,
+        layer: str | None = None,
+        band_rows: int = DEFAULT_BAND_ROWS,
+    ) -> H5adSource:
+        """The AnnData in ``group`` of a file that another reader holds open.
+
+        :meth:`close` removes the source's buckets but leaves ``file`` open:
+        its opener closes it, after every source read from it.
+
+        Parameters
+        ----------
+        file
+            The open HDF5 file.
+        path
+            Where it was opened from, for messages.
+        group, layer, band_rows
+            As for :class:`H5adSource`.
+
+        Returns
+        -------
+        H5adSource
+
+        Raises
+        ------
+        SourceFormatError
+            As :class:`H5adSource` raises it.
+        """
+        validate_band_rows(band_rows)
+        source = cls.__new__(cls)
+        source._attach(
+            file, None, path=path, group=group, layer=layer, band_rows=band_rows, owns_file=False
+        )
+        return source
+
+    def _attach(
+        self,
+        file: h5py.File,
+        remote: RemoteFile | None,
+        *,
+        path: Path | Location,
+        group: str,
+        layer: str | None,
+        band_rows: int,
+        owns_file: bool,
+    ) -> None:
+        """Read the AnnData in ``group`` of the open ``file``; on failure, close what the source holds."""
+        self._path, self._file, self._remote = path, file, remote
+        self._owns_file = owns_file
         self._band_rows = band_rows
         self._buckets: BandBuckets | None = None
         try:
+            self._root = self._group(group)
             self._open(layer)
         except BaseException:
             self.close()
             raise
+
+    def _group(self, group: str) -> h5py.Group:
+        node = self._file.get(group)
+        if not isinstance(node, h5py.Group):
+            found = "missing" if node is None else "a dataset"
+            msg = f"{self._path}: {group}: expected the group of an AnnData (X, obs, var), found it {found}; name an AnnData group with group="
+            raise SourceFormatError(msg)
+        return node
+
+    @property
+    def _within(self) -> str:
+        """What holds the AnnData, for messages: the file, or its group."""
+        return "the file" if self._root.name == "/" else str(self._root.name)
+
+    @property
+    def _prefix(self) -> str:
+        """The group as a prefix of the keys in messages (``mod/rna/``); empty at the root."""
+        return "" if self._root.name == "/" else f"{str(self._root.name).strip('/')}/"
 
     def _open(self, layer: str | None) -> None:
         self._matrix = self._matrix_node(layer)
@@ -319,24 +434,20 @@ class H5adSource(FileSource):
 
     def _matrix_node(self, layer: str | None) -> h5py.Dataset | h5py.Group:
         if layer is None:
-            if "X" not in self._file:
-                msg = f"{self._path}: the file has no X; choose a layer with layer="
+            if "X" not in self._root:
+                msg = f"{self._path}: {self._within} has no X; choose a layer with layer="
                 raise SourceFormatError(msg)
             key = "X"
-            matrix = self._file.get("uns/cytearc/matrix")
+            matrix = self._root.get("uns/cytearc/matrix")
             if isinstance(matrix, h5py.Dataset) and matrix.asstr()[()] == "normed":
-                layers = self._file.get("layers")
-                available = sorted(layers) if isinstance(layers, h5py.Group) else []
-                msg = f"{self._path}: X holds normalized values (uns/cytearc/matrix is 'normed': a CyteArc export), not counts; import the raw counts of a layer with layer= (the file has the layers {available}), or export the store with matrix='counts'"
+                msg = f"{self._path}: {self._prefix}X holds normalized values ({self._prefix}uns/cytearc/matrix is 'normed': a CyteArc export), not counts; import the raw counts of a layer with layer= ({self._within} has the layers {list(self.layers)}), or export the store with matrix='counts'"
                 raise SourceFormatError(msg)
         else:
-            layers = self._file.get("layers")
-            available = sorted(layers) if isinstance(layers, h5py.Group) else []
-            if layer not in available:
-                msg = f"{self._path}: no layer {layer!r}; the file has the layers {available}"
+            if layer not in self.layers:
+                msg = f"{self._path}: no layer {layer!r}; {self._within} has the layers {list(self.layers)}"
                 raise SourceFormatError(msg)
             key = f"layers/{layer}"
-        node: h5py.Dataset | h5py.Group = self._file[key]
+        node: h5py.Dataset | h5py.Group = self._root[key]
         return node
 
     def _sparse_layout(self, group: h5py.Group) -> tuple[str, tuple[int, int]]:
@@ -353,19 +464,17 @@ class H5adSource(FileSource):
         return encoding.removesuffix("_matrix"), (int(shape[0]), int(shape[1]))
 
     def _read_cells(self) -> pd.DataFrame:
-        if "obs" not in self._file:
-            msg = f"{self._path}: obs is missing"
+        if "obs" not in self._root:
+            msg = f"{self._path}: {self._prefix}obs is missing"
             raise SourceFormatError(msg)
-        ids, columns = _read_dataframe(self._file["obs"])
-        validate_unique_cells(ids, f"{self._path}: obs index")
-        return _table({"ids": ids}, columns, f"{self._path}: obs")
+        return read_cell_table(self._root["obs"], where=f"{self._path}: {self._prefix}obs")
 
     def _read_features(self) -> pd.DataFrame:
-        if "var" not in self._file:
-            msg = f"{self._path}: var is missing"
+        if "var" not in self._root:
+            msg = f"{self._path}: {self._prefix}var is missing"
             raise SourceFormatError(msg)
-        ids, columns = _read_dataframe(self._file["var"])
-        where = f"{self._path}: var"
+        ids, columns = _read_dataframe(self._root["var"])
+        where = f"{self._path}: {self._prefix}var"
         name_key = next((key for key in NAME_COLUMNS if key in columns), None)
         type_key = next((key for key in TYPE_COLUMNS if key in columns), None)
         first = {
@@ -381,10 +490,10 @@ class H5adSource(FileSource):
 
     def _read_membership(self) -> dict[str, str]:
         """``uns["cytearc"]["assayMembership"]``: the membership column of each assay, as CyteArc exports declare it."""
-        node = self._file.get("uns/cytearc/assayMembership")
+        node = self._root.get("uns/cytearc/assayMembership")
         if node is None:
             return {}
-        where = f"{self._path}: uns/cytearc/assayMembership"
+        where = f"{self._path}: {self._prefix}uns/cytearc/assayMembership"
         if not isinstance(node, h5py.Group):
             msg = f"{where}: expected a mapping of assays to cell columns, found a dataset; remove it or write it again"
             raise SourceFormatError(msg)
@@ -400,8 +509,8 @@ class H5adSource(FileSource):
 
     @property
     def layers(self) -> tuple[str, ...]:
-        """The names of the file's layers (``/layers``), sorted."""
-        layers = self._file.get("layers")
+        """The names of the layers (``layers`` of the file or the group), sorted."""
+        layers = self._root.get("layers")
         return tuple(sorted(layers)) if isinstance(layers, h5py.Group) else ()
 
     def read_band(self, start: int, stop: int) -> sp.csr_matrix:
@@ -492,9 +601,11 @@ class H5adSource(FileSource):
             column = end
 
     def close(self) -> None:
-        """Close the file (and the remote file, or remove its downloaded copy) and remove any buckets."""
+        """Remove any buckets, and close the file (and the remote file, or remove its downloaded copy) unless another reader opened it."""
+        if self._buckets is not None:
+            self._buckets.close()
+        if not self._owns_file:
+            return
         self._file.close()
         if self._remote is not None:
             self._remote.close()
-        if self._buckets is not None:
-            self._buckets.close()

@@ -130,7 +130,7 @@ def test_csv_counts_equal_the_10x_counts(tmp_path: Path, shared_data: Path, engi
 @pytest.mark.parametrize(
     ("parts", "option", "importers"),
     [
-        (V3_H5, "layer", ("CrToZarr", "H5adToZarr and LoomToZarr take it")),
+        (V3_H5, "layer", ("CrToZarr", "H5adToZarr, H5muToZarr and LoomToZarr take it")),
         (V3_MTX, "genome", ("MtxToZarr", "CrToZarr takes it")),
         (WU_H5AD, "orientation", ("H5adToZarr", "CSVtoZarr takes it")),
     ],
