@@ -255,10 +255,15 @@ class CiteseqModel:
 
 
 def _with_rna_twins(model: Model, twins: list[tuple[int, int]]) -> Model:
-    """``model`` with the second type of each pair given the first's profiles and markers.
+    """``model`` with the second type of each pair given the first's profiles, markers and depth.
 
-    The second type's own marker genes become ordinary genes, named as such.
+    The second type's own marker genes become ordinary genes, named as such,
+    and its cells' library sizes are scaled to the first type's geometric
+    mean (the synthetic model gives each type a library factor, which would
+    let the RNA tell twins apart by depth alone).
     """
+    library = model.library.copy()
+    log_library = np.log(library.astype(np.float64))
     profiles = model.profiles.copy()
     markers = model.markers.copy()
     gene_names = list(model.gene_names)
@@ -270,7 +275,13 @@ def _with_rna_twins(model: Model, twins: list[tuple[int, int]]) -> Model:
         for g in markers[second].tolist():
             gene_names[g] = f"SYN{g + 1:05d}"
         markers[second] = markers[first]
-    return dataclasses.replace(model, profiles=profiles, markers=markers, gene_names=gene_names)
+        ours, theirs = model.cell_type == first, model.cell_type == second
+        if ours.any() and theirs.any():
+            shift = log_library[ours].mean() - log_library[theirs].mean()
+            library[theirs] = (library[theirs] * np.exp(shift)).astype(library.dtype)
+    return dataclasses.replace(
+        model, profiles=profiles, markers=markers, gene_names=gene_names, library=library
+    )
 
 
 def build_citeseq_model(params: CiteseqParams) -> CiteseqModel:
