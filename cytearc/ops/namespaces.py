@@ -27,11 +27,13 @@ from cytearc.ops.embedding import umap
 from cytearc.ops.harmony import harmony
 from cytearc.ops.hto import hto_demultiplexing
 from cytearc.ops.hvgs import hvgs
+from cytearc.ops.lsi import lsi, prevalent_peaks
 from cytearc.ops.markers import search, table
 from cytearc.ops.neighbors import neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
 from cytearc.ops.qc import auto_filter, feature_percentage, filter_cells, metrics
+from cytearc.ops.wnn import modalities
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -125,17 +127,19 @@ class Qc(Namespace):
 
 
 class Features(Namespace):
-    """Feature-wise operations: normalization and highly variable genes."""
+    """Feature-wise operations: normalization, highly variable genes, detection, prevalent peaks."""
 
     normalize = operation(normalize)
     hvgs = operation(hvgs)
     detected = operation(detected)
+    prevalent_peaks = operation(prevalent_peaks)
 
 
 class Reduce(Namespace):
-    """Dimension reduction: PCA."""
+    """Dimension reduction: PCA, and LSI of ATAC peaks."""
 
     pca = operation(pca)
+    lsi = operation(lsi)
 
 
 class Graph(Namespace):
@@ -148,6 +152,7 @@ class Integration(Namespace):
     """Integration: batch correction of an embedding, and joint graphs of several assays."""
 
     harmony = operation(harmony)
+    modalities = operation(modalities)
 
 
 class Cluster(Namespace):

@@ -65,19 +65,25 @@ from cytearc.ops.arguments import (
 from cytearc.ops.clustering import LEIDEN_FLAVORS, leiden
 from cytearc.ops.embedding import umap
 from cytearc.ops.hvgs import hvgs
+from cytearc.ops.lsi import lsi, prevalent_peaks
 from cytearc.ops.markers import search
 from cytearc.ops.neighbors import SEARCHES, neighbors
 from cytearc.ops.normalize import normalize
 from cytearc.ops.pca import pca
+from cytearc.ops.wnn import modalities
 from cytearc.pipeline.snapshots import input_snapshot
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from cytearc.artifacts import ArtifactRef
     from cytearc.storage.store import AnalysisStore
 
 __all__ = [
+    "ADT_STANDARD",
     "ASSAY",
+    "ATAC_STANDARD",
+    "CITESEQ_WNN",
     "INPUT_SNAPSHOT",
     "RECIPES",
     "RNA_STANDARD",
@@ -367,6 +373,33 @@ def _knn_search(value: object, *, name: str, operation: str) -> object:
     return parse_choice(value, SEARCHES, name=name, operation=operation)
 
 
+def _optional_count(value: object, *, name: str, operation: str) -> object:
+    return None if value is None else parse_int(value, name=name, operation=operation, minimum=1)
+
+
+def _wnn(
+    ds: AnalysisStore,
+    *,
+    assay: str,
+    adt_assay: str,
+    rna: ArtifactRef,
+    adt: ArtifactRef,
+    k: int,
+    rna_comps: int,
+    adt_comps: int,
+    seed: int,
+) -> Artifact:
+    """``integration.modalities`` of the run's assay and its antibody panel (the WNN stage)."""
+    return modalities(
+        ds,
+        [assay, adt_assay],
+        embeddings=[rna, adt],
+        n_comps=[rna_comps, adt_comps],
+        k=k,
+        seed=seed,
+    )
+
+
 INPUT_SNAPSHOT: Final = Stage(
     name="input_snapshot",
     operation=input_snapshot,
@@ -377,26 +410,91 @@ INPUT_SNAPSHOT: Final = Stage(
 
 _SEED: Final = Option("seed", 0, check=parse_seed)
 
+def _analysis_stages(
+    *, embedding: str, markers: bool, n_comps: Option | None = None
+) -> tuple[Stage, ...]:
+    """Neighbors of ``embedding`` (its first ``n_comps``), Leiden, UMAP (and markers)."""
+    arguments: dict[str, Any] = {
+        "pca": Output(embedding),
+        "k": Option("k", 15, check=partial(parse_int, minimum=2)),
+        "seed": _SEED,
+        "search": Option("knn_search", None, check=_knn_search),
+    }
+    if n_comps is not None:
+        arguments["n_comps"] = n_comps
+    return (
+        Stage(name="neighbors", operation=neighbors, outputs=("neighbors",), arguments=arguments),
+        *_cluster_and_layout(graph="neighbors", markers=markers),
+    )
+
+
+def _cluster_and_layout(*, graph: str, markers: bool) -> tuple[Stage, ...]:
+    stages = [
+        Stage(
+            name="leiden",
+            operation=leiden,
+            outputs=("clustering",),
+            arguments={
+                "graph": Output(graph),
+                "resolution": Option("resolution", 1.0, check=partial(parse_float, positive=True)),
+                "n_iterations": Option(
+                    "leiden_iterations", 2, check=partial(parse_int, minimum=-1)
+                ),
+                "flavor": Option("leiden_flavor", "igraph", check=_leiden_flavor),
+                "seed": _SEED,
+            },
+        ),
+        Stage(
+            name="umap",
+            operation=umap,
+            outputs=("umap",),
+            arguments={
+                "graph": Output(graph),
+                "min_dist": Option(
+                    "min_dist", 0.5, check=partial(parse_float, non_negative=True, maximum=1.0)
+                ),
+                "seed": _SEED,
+            },
+        ),
+    ]
+    if markers:
+        stages.append(
+            Stage(
+                name="markers",
+                operation=search,
+                outputs=("markers",),
+                arguments={
+                    "assay": ASSAY,
+                    "group_key": AssayName("{assay}_leiden_cluster"),
+                    "cell_selection": Output("cells"),
+                },
+            )
+        )
+    return tuple(stages)
+
+
+def _qc(*, patterns: Mapping[str, str], filter_outliers: bool) -> Stage:
+    return Stage(
+        name="qc",
+        operation=qc.metrics_and_filter,
+        outputs=("cells",),
+        arguments={
+            "assay": ASSAY,
+            "patterns": Option("qc_patterns", dict(patterns), check=_patterns),
+            "filter_outliers": Option("qc_filter", default=filter_outliers, check=parse_bool),
+            "nmads": Option("qc_nmads", 5.0, check=partial(parse_float, positive=True)),
+            "sample_key": Option("qc_sample_key", None, check=partial(_column_name, optional=True)),
+            "bounds": Option("qc_bounds", None, check=_bounds),
+            "cell_selection": Output("cells"),
+        },
+    )
+
+
 RNA_STANDARD: Final = Recipe(
     name="rna_standard",
     stages=(
         INPUT_SNAPSHOT,
-        Stage(
-            name="qc",
-            operation=qc.metrics_and_filter,
-            outputs=("cells",),
-            arguments={
-                "assay": ASSAY,
-                "patterns": Option("qc_patterns", dict(qc.DEFAULT_PATTERNS), check=_patterns),
-                "filter_outliers": Option("qc_filter", default=True, check=parse_bool),
-                "nmads": Option("qc_nmads", 5.0, check=partial(parse_float, positive=True)),
-                "sample_key": Option(
-                    "qc_sample_key", None, check=partial(_column_name, optional=True)
-                ),
-                "bounds": Option("qc_bounds", None, check=_bounds),
-                "cell_selection": Output("cells"),
-            },
-        ),
+        _qc(patterns=qc.DEFAULT_PATTERNS, filter_outliers=True),
         Stage(
             name="normalize",
             operation=normalize,
@@ -431,58 +529,162 @@ RNA_STANDARD: Final = Recipe(
                 "seed": _SEED,
             },
         ),
-        Stage(
-            name="neighbors",
-            operation=neighbors,
-            outputs=("neighbors",),
-            arguments={
-                "pca": Output("pca"),
-                "k": Option("k", 15, check=partial(parse_int, minimum=2)),
-                "seed": _SEED,
-                "search": Option("knn_search", None, check=_knn_search),
-            },
-        ),
-        Stage(
-            name="leiden",
-            operation=leiden,
-            outputs=("clustering",),
-            arguments={
-                "graph": Output("neighbors"),
-                "resolution": Option("resolution", 1.0, check=partial(parse_float, positive=True)),
-                "n_iterations": Option(
-                    "leiden_iterations", 2, check=partial(parse_int, minimum=-1)
-                ),
-                "flavor": Option("leiden_flavor", "igraph", check=_leiden_flavor),
-                "seed": _SEED,
-            },
-        ),
-        Stage(
-            name="umap",
-            operation=umap,
-            outputs=("umap",),
-            arguments={
-                "graph": Output("neighbors"),
-                "min_dist": Option(
-                    "min_dist", 0.5, check=partial(parse_float, non_negative=True, maximum=1.0)
-                ),
-                "seed": _SEED,
-            },
-        ),
-        Stage(
-            name="markers",
-            operation=search,
-            outputs=("markers",),
-            arguments={
-                "assay": ASSAY,
-                "group_key": AssayName("{assay}_leiden_cluster"),
-                "cell_selection": Output("cells"),
-            },
-        ),
+        *_analysis_stages(embedding="pca", markers=True),
     ),
 )
 """QC to markers: the standard scRNA-seq analysis."""
 
-RECIPES: Final = {RNA_STANDARD.name: RNA_STANDARD}
+ADT_STANDARD: Final = Recipe(
+    name="adt_standard",
+    stages=(
+        INPUT_SNAPSHOT,
+        _qc(patterns={}, filter_outliers=False),
+        Stage(
+            name="normalize",
+            operation=normalize,
+            outputs=("normalized",),
+            arguments={"assay": ASSAY, "cell_selection": Output("cells")},
+        ),
+        Stage(
+            name="hvgs",
+            operation=hvgs,
+            outputs=("hvgs",),
+            arguments={
+                "normalized": Output("normalized"),
+                "n_top": Option("n_top", 2000, check=partial(parse_int, minimum=1)),
+                "min_cells": Option("min_cells", 3, check=partial(parse_int, minimum=0)),
+            },
+        ),
+        Stage(
+            name="pca",
+            operation=pca,
+            outputs=("pca",),
+            arguments={
+                "normalized": Output("normalized"),
+                "hvgs": Output("hvgs"),
+                "n_comps": Option("n_comps", 18, check=partial(parse_int, minimum=1)),
+                "max_value": Option("max_value", 10.0, check=_max_value),
+                "seed": _SEED,
+            },
+        ),
+        *_analysis_stages(embedding="pca", markers=True),
+    ),
+)
+"""An antibody panel (ADT) alone, as Seurat's ADT workflow: QC metrics (no outlier filter:
+a panel's features saturate), CLR per cell, every protein of the panel (HVGs of a panel smaller
+than ``n_top``), scaled PCA (18 components at most, Seurat's ``apca`` dims), neighbors, Leiden,
+UMAP, markers from ``counts``."""
+
+ATAC_STANDARD: Final = Recipe(
+    name="atac_standard",
+    stages=(
+        INPUT_SNAPSHOT,
+        _qc(patterns={}, filter_outliers=True),
+        Stage(
+            name="normalize",
+            operation=normalize,
+            outputs=("normalized",),
+            arguments={
+                "assay": ASSAY,
+                "cell_selection": Output("cells"),
+                "target_sum": Option("target_sum", 1e4, check=partial(parse_float, positive=True)),
+            },
+        ),
+        Stage(
+            name="prevalent_peaks",
+            operation=prevalent_peaks,
+            outputs=("peaks",),
+            arguments={
+                "normalized": Output("normalized"),
+                "min_cells_fraction": Option(
+                    "min_cells_fraction",
+                    0.01,
+                    check=partial(parse_float, non_negative=True, maximum=1.0),
+                ),
+                "n_top": Option("n_top", None, check=_optional_count),
+            },
+        ),
+        Stage(
+            name="lsi",
+            operation=lsi,
+            outputs=("lsi",),
+            arguments={
+                "normalized": Output("normalized"),
+                "peaks": Output("peaks"),
+                "n_comps": Option("n_comps", 50, check=partial(parse_int, minimum=2)),
+                "seed": _SEED,
+            },
+        ),
+        *_analysis_stages(
+            embedding="lsi",
+            markers=False,
+            n_comps=Option("lsi_dims", 29, check=partial(parse_int, minimum=1)),
+        ),
+    ),
+)
+"""Chromatin accessibility (ATAC) as Signac and Scarf analyse it: QC (MAD filter of counts and
+detected peaks), log TF-IDF, the peaks detected in at least 1 % of the cells, LSI (its first
+component dropped when it tracks sequencing depth), neighbors of the next 29 components (Signac's
+``dims = 2:30``; all 49 give the noise components, each scaled to unit variance, as much weight
+as the structure), Leiden, UMAP."""
+
+CITESEQ_WNN: Final = Recipe(
+    name="citeseq_wnn",
+    stages=(
+        *RNA_STANDARD.stages[:5],
+        Stage(
+            name="normalize_adt",
+            operation=normalize,
+            outputs=("normalized_adt",),
+            arguments={
+                "assay": Option("adt_assay", "ADT", check=_column_name),
+                "cell_selection": Output("cells"),
+            },
+        ),
+        Stage(
+            name="hvgs_adt",
+            operation=hvgs,
+            outputs=("hvgs_adt",),
+            arguments={"normalized": Output("normalized_adt"), "min_cells": 0},
+        ),
+        Stage(
+            name="pca_adt",
+            operation=pca,
+            outputs=("pca_adt",),
+            arguments={
+                "normalized": Output("normalized_adt"),
+                "hvgs": Output("hvgs_adt"),
+                "n_comps": Option("adt_comps", 18, check=partial(parse_int, minimum=1)),
+                "max_value": Option("max_value", 10.0, check=_max_value),
+                "seed": _SEED,
+            },
+        ),
+        Stage(
+            name="wnn",
+            operation=_wnn,
+            outputs=("neighbors",),
+            arguments={
+                "assay": ASSAY,
+                "adt_assay": Option("adt_assay", "ADT", check=_column_name),
+                "rna": Output("pca"),
+                "adt": Output("pca_adt"),
+                "k": Option("wnn_k", 20, check=partial(parse_int, minimum=2)),
+                "rna_comps": Option("wnn_rna_comps", 30, check=partial(parse_int, minimum=1)),
+                "adt_comps": Option("adt_comps", 18, check=partial(parse_int, minimum=1)),
+                "seed": _SEED,
+            },
+        ),
+        *_cluster_and_layout(graph="neighbors", markers=True),
+    ),
+)
+"""RNA and antibodies of the same cells (CITE-seq) in one graph, as Seurat's weighted nearest
+neighbours: the RNA standard recipe to PCA, CLR and PCA of the ADT panel over the same cells,
+``integration.modalities`` (WNN: per-cell modality weights; 30 RNA and 18 ADT components as
+Seurat's vignette), then Leiden, UMAP and RNA markers of the joint clusters."""
+
+RECIPES: Final = {
+    r.name: r for r in (RNA_STANDARD, ADT_STANDARD, ATAC_STANDARD, CITESEQ_WNN)
+}
 """The recipes :func:`recipe` knows, by name."""
 
 
