@@ -270,3 +270,31 @@ def test_data_write_and_moments_share_their_reads(
     # one call per block (and at most one for Dask's meta)
     assert blocks <= len(normalized_blocks) <= blocks + 1
     np.testing.assert_array_equal(norm.read("feature_m2"), chain.norm.read("feature_m2"))
+
+
+def test_threads_and_local_cluster_give_the_modality_operations_equal_bits(
+    planted, engine: Engine
+) -> None:
+    """CLR and TF-IDF normalization, detection and ADT markers are bit-identical on 2 worker processes."""
+    threads = DataStore(planted.path, zarr_mode="r+", cluster="threads", show_progress=False)
+    cluster = DataStore(planted.path, zarr_mode="r+", show_progress=False)
+    assert cluster.engine.client is not None
+    pairs = []
+    for ds in (threads, cluster):
+        fresh = {"cell_selection": planted.mask, "invalidate_cache": True}
+        pairs.append(
+            (
+                ds.features.normalize("ADT", **fresh),
+                ds.features.normalize("ATAC", **fresh),
+                ds.features.detected("ATAC", **fresh),
+                ds.markers.search("ADT", group_key="cell_type", **fresh),
+            )
+        )
+    for ours, theirs in zip(*pairs, strict=True):
+        assert ours.provenance == theirs.provenance
+        for name in sorted(ours.group.array_keys()):
+            values = ours.read(name)
+            if values.dtype.kind not in "biuf":  # the markers' group labels
+                assert values.tolist() == theirs.read(name).tolist()
+            else:
+                np.testing.assert_array_equal(_bits(values), _bits(theirs.read(name)))
