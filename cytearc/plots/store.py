@@ -236,7 +236,8 @@ class StorePlots:
         Parameters
         ----------
         run
-            A completed run of the standard recipe.
+            A completed run of a built-in recipe (a recipe without a
+            ``markers`` output, such as ``atac_standard``, has no dot plot).
         directory
             Where the PNG files go (created).
 
@@ -250,6 +251,7 @@ class StorePlots:
         figures = {
             "qc_violins.png": self.qc(assay),
             "umap_clusters.png": self.umap(f"{assay}_leiden_cluster", assay=assay),
-            "markers_dotplot.png": self.markers(run.artifact("markers"), n=3),
         }
+        if "markers" in run.outputs:
+            figures["markers_dotplot.png"] = self.markers(run.artifact("markers"), n=3)
         return [save_figure(fig, directory / name) for name, fig in figures.items()]

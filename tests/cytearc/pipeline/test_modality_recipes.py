@@ -102,6 +102,8 @@ def test_atac_standard_recovers_the_planted_types(tmp_path: Path) -> None:
     assert 0 not in lsi.read("kept").tolist()
     clusters = run.clusters()
     assert adjusted_rand(clusters, _types(ds, clusters)) >= 0.9
+    written = ds.plots.save_run_figures(run, tmp_path / "figures")
+    assert sorted(p.name for p in written) == ["qc_violins.png", "umap_clusters.png"]
 
 
 def _marker_identity(ds: DataStore, rna: PipelineRun, *, n_markers: int = 10) -> pd.Series:
