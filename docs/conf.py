@@ -67,7 +67,7 @@ numpydoc_validation_exclude = {
     r"^cytearc\.storage\.store\.AnalysisStore$",
     # Made by DataStore (ds.qc, ds.features, ...); their one parameter is
     # Namespace's, documented there.
-    r"^cytearc\.ops\.namespaces\.(Qc|Features|Reduce|Graph|Cluster|Embedding|Markers|Compare)$",
+    r"^cytearc\.ops\.namespaces\.(Qc|Features|Reduce|Graph|Integration|Cluster|Embedding|Markers|Compare)$",
     # TODO(lead): cytepool/de/pseudobulk.py documents min_cells and min_counts
     # after filter_by_expr (PR03); that file was being edited by another agent.
     r"^cytepool\.limma_voom$",

@@ -47,6 +47,11 @@ class RNAassay(Assay):
     Normalized by library size (``log1p(x / rowSums * target_sum)``), HVGs
     (scanpy's ``seurat`` flavour), PCA. Opening requires a complete sharded
     ``countsT`` that agrees with ``counts`` (the seed's "Opening an RNA assay").
+
+    Parameters
+    ----------
+    name, assay_type, root, where, writable, matrices_root, workspace
+        As for :class:`~cytearc.assays.assay.Assay`.
     """
 
     defaults: ClassVar[AssayDefaults] = AssayDefaults(
@@ -62,6 +67,11 @@ class ADTassay(Assay):
     ``NormalizeData(normalization.method = "CLR", margin = 2)``), every
     feature of a panel kept by the HVG selection (panels are smaller than
     its ``n_top``), PCA.
+
+    Parameters
+    ----------
+    name, assay_type, root, where, writable, matrices_root, workspace
+        As for :class:`~cytearc.assays.assay.Assay`.
     """
 
     defaults: ClassVar[AssayDefaults] = AssayDefaults(
@@ -75,6 +85,11 @@ class ATACassay(Assay):
     Normalized by log TF-IDF (Signac's ``RunTFIDF`` method 1), the peaks
     detected in enough cells (``features.prevalent_peaks``), LSI
     (``reduce.lsi``).
+
+    Parameters
+    ----------
+    name, assay_type, root, where, writable, matrices_root, workspace
+        As for :class:`~cytearc.assays.assay.Assay`.
     """
 
     defaults: ClassVar[AssayDefaults] = AssayDefaults(
