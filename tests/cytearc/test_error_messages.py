@@ -520,7 +520,8 @@ def _non_finite_artifact(store: Path) -> object:
 
 @case(
     errors.RecipeError,
-    r"no recipe 'rna_fast'; recipes are \['rna_standard'\], or pass a Recipe of your own "
+    r"no recipe 'rna_fast'; recipes are \['adt_standard', 'atac_standard', 'citeseq_wnn', 'rna_standard'\], "
+    r"or pass a Recipe of your own "
     r"\(see cytearc\.pipeline\.recipes\)",
 )
 def _recipe(store: Path) -> object:
