@@ -120,10 +120,7 @@ def metrics(
             columns[column][unmeasured] = np.nan
     for column, values in columns.items():
         write_cell_column(ds, column, np.asarray(values), operation="qc.metrics")
-    if ds.cells.staging is not None:
-        ds.cells.staging.set_attribute(ds.root[assay], PERCENT_ATTRIBUTE, recorded)
-    else:
-        ds.root[assay].attrs[PERCENT_ATTRIBUTE] = recorded
+    _record_percent_columns(ds, assay, recorded)
     return list(columns)
 
 
@@ -222,11 +219,7 @@ def feature_percentage(
         values = np.where(totals > 0, 100.0 * part / totals, 0.0)
     column = f"{assay}_{name}"
     write_cell_column(ds, column, values[mask], mask=mask, fill=np.nan, operation=operation)
-    record = {**percent_columns(ds, assay), column: recorded}
-    if ds.cells.staging is not None:
-        ds.cells.staging.set_attribute(ds.root[assay], PERCENT_ATTRIBUTE, record)
-    else:
-        ds.root[assay].attrs[PERCENT_ATTRIBUTE] = record
+    _record_percent_columns(ds, assay, {**percent_columns(ds, assay), column: recorded})
     return column
 
 
@@ -251,6 +244,14 @@ def _feature_sums(ds: AnalysisStore, assay: str, groups: list[np.ndarray]) -> li
         for idx in groups
     ]
     return [np.asarray(x) for x in ds.engine.compute(*sums, show_progress=ds.show_progress)]
+
+
+def _record_percent_columns(ds: AnalysisStore, assay: str, record: dict[str, str]) -> None:
+    """Write the assay's ``percentFeatures`` record (staged while a run stages its columns)."""
+    if ds.cells.staging is not None:
+        ds.cells.staging.set_attribute(ds.root[assay], PERCENT_ATTRIBUTE, record)
+    else:
+        ds.root[assay].attrs[PERCENT_ATTRIBUTE] = record
 
 
 def percent_columns(ds: AnalysisStore, assay: str) -> dict[str, str]:
