@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import dask.array as da
 import numpy as np
+import scipy.sparse as sp
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
@@ -150,7 +151,7 @@ def normalized_block(
         clr: np.ndarray = np.log1p(x / geo).astype(np.float32)
         return clr
     counts = np.ascontiguousarray(block)
-    _, flat, values = _sparse_normalized(
+    _, _, flat, values = _sparse_normalized(
         counts, library, method=method, target_sum=target_sum, log1p=log1p, idf=idf
     )
     out = np.zeros(counts.shape, dtype=np.float32)
@@ -166,16 +167,21 @@ def _sparse_normalized(
     target_sum: float,
     log1p: bool,
     idf: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The non-zero counts of a C-ordered band normalized (not ``"clr"``): ``(columns, flat, float64 values)``.
+    keep: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The non-zero counts of a C-ordered band normalized (not ``"clr"``): ``(rows, columns, flat, float64 values)``.
 
-    A negative count of ``"none"`` (signed counts) is an entry like any
-    other non-zero: it stays what it is.
+    ``keep`` (bool, per feature) leaves out the other columns' entries. A
+    negative count of ``"none"`` (signed counts) is an entry like any other
+    non-zero: it stays what it is.
     """
     rows, columns, flat = nonzero_entries(counts)
+    if keep is not None:
+        kept = keep[columns]
+        rows, columns, flat = rows[kept], columns[kept], flat[kept]
     values = counts.ravel()[flat].astype(np.float64)
     if method == "none":
-        return columns, flat, values
+        return rows, columns, flat, values
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
     values *= scale[rows]
@@ -184,7 +190,7 @@ def _sparse_normalized(
         values *= idf[columns]
     if log1p:
         np.log1p(values, out=values)
-    return columns, flat, values
+    return rows, columns, flat, values
 
 
 def nonzero_entries(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -293,7 +299,7 @@ def normalized_statistics(
     n, n_columns = counts.shape
     if n == 0:
         return _band_statistics(np.zeros(counts.shape, np.float32))
-    columns, _, values = _sparse_normalized(
+    _, columns, _, values = _sparse_normalized(
         counts, library, method=method, target_sum=target_sum, log1p=log1p, idf=idf
     )
     stored = values.astype(np.float32)
@@ -545,7 +551,11 @@ def normalized_cells(normalized: Artifact) -> int:
 
 
 def normalized_values(
-    ds: AnalysisStore, normalized: Artifact, *, features: np.ndarray | None = None
+    ds: AnalysisStore,
+    normalized: Artifact,
+    *,
+    features: np.ndarray | None = None,
+    sparse: bool = False,
 ) -> da.Array:
     """The values of a ``normalized`` artifact, lazily, as its ``data`` would hold them.
 
@@ -566,11 +576,19 @@ def normalized_values(
         A ``normalized`` artifact.
     features
         Only these feature columns (None: all).
+    sparse
+        Blocks of float32 CSR matrices (``scipy.sparse.csr_matrix``, without
+        explicit zeros, sorted indices) of the same values, one per
+        ``counts`` shard of the selected cells, built from the non-zero
+        counts without a dense float32 band (except for ``"clr"``, whose
+        zeros are not zero): for products whose cost is the non-zeros, such
+        as LSI's.
 
     Returns
     -------
     dask.array.Array
-        float32, cells x features, one block per ``data_chunk_rows(cells, columns)`` rows.
+        float32, cells x features, one block per ``data_chunk_rows(cells, columns)``
+        rows (``sparse``: per ``counts`` shard).
 
     Raises
     ------
@@ -590,7 +608,8 @@ def normalized_values(
     >>> values.shape, values.dtype.name
     ((300, 5), 'float32')
     """
-    if "data" in set(normalized.group.array_keys()):
+    stored = "data" in set(normalized.group.array_keys())
+    if stored and not sparse:
         data: da.Array = normalized.lazy("data")
         if features is None:
             return data
@@ -600,6 +619,15 @@ def normalized_values(
         return narrow
     parameters = normalized.parameters
     source = ds.assays[parameters["assay"]]
+    method = str(parameters["method"])
+    if stored:
+        data = normalized.lazy("data")
+        if "rows" in set(normalized.group.array_keys()):
+            shards = _counts_and_library(source, normalized.read("rows"))[0].chunks[0]
+            data = data.rechunk((shards, -1))
+        selected = data if features is None else data[:, features]
+        csr_stored: da.Array = da.map_blocks(_csr_block, selected, dtype=np.float32, meta=_CSR_META)
+        return csr_stored
     made_from = normalized.provenance["inputs"]["counts"]
     if source.content_fingerprint != made_from:
         msg = (
@@ -610,19 +638,85 @@ def normalized_values(
         )
         raise StaleArtifactError(msg)
     rows = normalized.read("rows")
-    method = str(parameters["method"])
-    values = normalized_graph(
-        source,
-        rows,
-        method=method,
-        target_sum=float(parameters["targetSum"] or 1.0),
-        log1p=bool(parameters["log1p"]),
-        idf=normalized.read("idf") if method == "tfidf" else None,
-        features=features,
-    )
+    options: dict[str, Any] = {
+        "method": method,
+        "target_sum": float(parameters["targetSum"] or 1.0),
+        "log1p": bool(parameters["log1p"]),
+        "idf": normalized.read("idf") if method == "tfidf" else None,
+    }
     width = source.shape[1] if features is None else len(features)
+    if sparse and method != "clr":
+        counts, library = _counts_and_library(source, rows)
+        position = np.arange(source.shape[1], dtype=np.int64)
+        if features is not None:
+            position[:] = -1
+            position[np.asarray(features, dtype=np.int64)] = np.arange(width)
+        # one key each for the positions and idf, not a copy in every task
+        per_feature = [da.from_array(position, chunks=-1), "k"]
+        idf = options.pop("idf")
+        if idf is not None:
+            per_feature += [da.from_array(idf, chunks=-1), "k"]
+        csr: da.Array = da.blockwise(
+            _csr_band,
+            "ij",
+            counts,
+            "ik",
+            library,
+            "i",
+            *per_feature,
+            new_axes={"j": width},
+            concatenate=True,
+            dtype=np.float32,
+            meta=_CSR_META,
+            **options,
+        )
+        return csr
+    values = normalized_graph(source, rows, features=features, **options)
+    if sparse:
+        by_shard: da.Array = da.map_blocks(_csr_block, values, dtype=np.float32, meta=_CSR_META)
+        return by_shard
     rechunked: da.Array = values.rechunk((data_chunk_rows(len(rows), width), -1))
     return rechunked
+
+
+_CSR_META: Final = sp.csr_matrix((0, 0), dtype=np.float32)
+
+
+def _csr_from_entries(
+    rows: np.ndarray, columns: np.ndarray, values: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """A float32 CSR matrix of row-major entries; an entry that rounds to 0 in float32 is left out."""
+    stored = values.astype(np.float32)
+    kept = stored != 0
+    rows, columns, stored = rows[kept], columns[kept], stored[kept]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+    matrix = sp.csr_matrix((stored, columns, indptr), shape=shape)
+    matrix.sort_indices()
+    return matrix
+
+
+def _csr_block(block: np.ndarray) -> sp.csr_matrix:
+    values = np.ascontiguousarray(block)
+    rows, columns, flat = nonzero_entries(values)
+    return _csr_from_entries(rows, columns, values.ravel()[flat], values.shape)
+
+
+def _csr_band(
+    block: np.ndarray,
+    library: np.ndarray,
+    position: np.ndarray,
+    idf: np.ndarray | None = None,
+    **options: Any,
+) -> sp.csr_matrix:
+    """The normalized values of a band of counts as CSR, column ``position[f]`` for feature ``f`` (-1: left out)."""
+    counts = np.ascontiguousarray(block)
+    width = int(position.max(initial=-1)) + 1
+    keep = position >= 0
+    rows, columns, _, values = _sparse_normalized(
+        counts, library, idf=idf, keep=None if keep.all() else keep, **options
+    )
+    return _csr_from_entries(rows, position[columns], values, (counts.shape[0], width))
 
 
 def normalize(

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from cytearc import DataStore
 from cytearc.datasets import write_atac_store
 from cytearc.engine.cluster import Engine, get_engine, shutdown
 from cytearc.errors import EngineConfigError, MemBudgetError, OperationArgumentError
 from cytearc.ops.lsi import lsi, pass_products, prevalent_peaks
-from cytearc.ops.normalize import data_chunk_rows, normalized_values
+from cytearc.ops.normalize import normalized_values
 from cytepool.testing import raise_if_dask_computes
 
 if TYPE_CHECKING:
@@ -265,14 +266,13 @@ def test_pass_graph_builds_without_computing(atac: Atac) -> None:
 
 
 def test_no_task_holds_the_whole_matrix(atac: Atac, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each pass task gets one row block of the values and the basis; the result equals one-block passes."""
-    monkeypatch.setattr(importlib.import_module("cytearc.ops.normalize"), "DATA_CHUNK_BYTES", 2**16)
+    """Each pass task gets the CSR values of one counts shard and the basis, never a dense band."""
     module = importlib.import_module("cytearc.ops.lsi")
-    seen: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    seen: list[tuple[bool, tuple[int, ...], tuple[int, ...]]] = []
     original = module._accumulate
 
-    def recording(total: Any, block: np.ndarray, basis: np.ndarray, extra: Any) -> np.ndarray:
-        seen.append((block.shape, basis.shape))
+    def recording(total: Any, block: Any, basis: np.ndarray, extra: Any) -> np.ndarray:
+        seen.append((sp.issparse(block), block.shape, basis.shape))
         part: np.ndarray = original(total, block, basis, extra)
         return part
 
@@ -280,17 +280,14 @@ def test_no_task_holds_the_whole_matrix(atac: Atac, monkeypatch: pytest.MonkeyPa
     options: dict[str, Any] = {"n_comps": 5, "oversample": 5, "n_iter": 3, "drop_first": False}
     small = lsi(atac.ds, atac.norm, atac.peaks, **options, invalidate_cache=True)
     n_peaks = len(atac.peaks.read("features"))
-    rows = data_chunk_rows(N_CELLS, n_peaks)
-    assert rows < 20
-    assert {basis for _, basis in seen} == {(n_peaks, 10)}
-    assert max(block[0] for block, _ in seen) == rows
-    assert small.array("residuals").attrs["passes"] == 3
-    assert len(seen) == 3 * -(-N_CELLS // rows)
-    monkeypatch.undo()
-    reference = lsi(atac.ds, atac.norm, atac.peaks, **options)
-    np.testing.assert_allclose(
-        small.read("singular_values"), reference.read("singular_values"), rtol=1e-12
+    shards = atac.ds.ATAC.counts.chunks[0]
+    assert len(shards) > 1
+    assert {(sparse, basis) for sparse, _, basis in seen} == {(True, (n_peaks, 10))}
+    assert sorted(shape for _, shape, _ in seen[: len(shards)]) == sorted(
+        (rows, n_peaks) for rows in shards
     )
+    assert small.array("residuals").attrs["passes"] == 3
+    assert len(seen) == 3 * len(shards)
 
 
 def test_a_pass_larger_than_a_worker_is_refused(

@@ -9,6 +9,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import zarr
 
 from cytearc.artifacts.store import SPILL_GROUP
@@ -62,6 +63,28 @@ def test_rebuilt_values_equal_the_stored_data_bit_for_bit(planted, chain, assay:
     np.testing.assert_array_equal(
         _bits(_computed(ds, rebuilt, features=features)), _bits(data[...][:, features])
     )
+
+
+@pytest.mark.parametrize("assay", ["RNA", "ADT", "ATAC"])
+def test_sparse_blocks_hold_the_same_values_per_counts_shard(planted, chain, assay: str) -> None:
+    """``sparse=True``: CSR blocks of the counts' shards, the dense values' bits, from either layout."""
+    ds = chain.ds
+    rebuilt = ds.features.normalize(assay, cell_selection=planted.mask)
+    stored = ds.features.normalize(assay, cell_selection=planted.mask, store_values=True)
+    dense = _computed(ds, rebuilt)
+    features = np.array([11, 0, 4, 3])
+    for norm in (rebuilt, stored):
+        for columns in (None, features):
+            values = normalized_values(ds, norm, features=columns, sparse=True)
+            blocks = list(dask.compute(*values.to_delayed().ravel(), scheduler="threads"))
+            assert all(sp.isspmatrix_csr(b) and b.has_sorted_indices for b in blocks)
+            assert all(b.dtype == np.float32 and (b.data != 0).all() for b in blocks)
+            assert [b.shape[0] for b in blocks] == list(values.chunks[0])
+            expected = dense if columns is None else dense[:, columns]
+            np.testing.assert_array_equal(
+                _bits(sp.vstack(blocks).toarray()), _bits(expected), err_msg=f"{norm.ref} {columns}"
+            )
+    assert len(values.chunks[0]) == len(ds.assays[assay].counts.chunks[0])
 
 
 def test_downstream_results_do_not_depend_on_the_layout(planted, chain) -> None:
