@@ -53,8 +53,8 @@ from cytearc.datasets.synthetic import (
     CONDITIONS,
     Model,
     Params,
-    _cells_table,
     build_model,
+    cells_table,
     draw_chunk,
 )
 from cytearc.datasets.synthetic import FEATURE_TYPE as RNA_FEATURE_TYPE
@@ -492,7 +492,7 @@ def generate_adt(
     return CiteseqDataset(
         rna=sp.csr_matrix(sp.vstack([rna for rna, _ in chunks], format="csr"), dtype=np.int32),
         adt=sp.csr_matrix(sp.vstack([adt for _, adt in chunks], format="csr"), dtype=np.int32),
-        cells=_cells_table(model.rna),
+        cells=cells_table(model.rna),
         rna_features=rna_features,
         adt_features=adt_features,
         truth=model.truth(),
@@ -565,7 +565,7 @@ def write_citeseq_store(
         return sp.csr_matrix(sp.hstack(draw_citeseq_chunk(model, index), format="csr"))
 
     source = DrawnSource(
-        cells=_cells_table(model.rna),
+        cells=cells_table(model.rna),
         features=pd.concat([rna_features, adt_features], ignore_index=True),
         block_cells=CHUNK_CELLS,
         draw_block=draw_block,

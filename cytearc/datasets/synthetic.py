@@ -89,6 +89,7 @@ __all__ = [
     "Params",
     "SyntheticDataset",
     "build_model",
+    "cells_table",
     "draw_chunk",
     "generate",
     "is_complete",
@@ -641,7 +642,19 @@ def _categories(codes: npt.NDArray[np.integer[Any]], names: Sequence[str]) -> pd
     return pd.Categorical.from_codes(codes, dtype=pd.CategoricalDtype(list(names)))
 
 
-def _cells_table(model: Model) -> pd.DataFrame:
+def cells_table(model: Model) -> pd.DataFrame:
+    """The cell table of a model's cells: ids, planted type, donor, condition and sample.
+
+    Parameters
+    ----------
+    model
+        The model (:func:`build_model`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell; ``cell_type``, ``donor``, ``condition`` and ``sample`` categorical.
+    """
     samples = [f"{d}_{c}" for d in model.donor_names for c in CONDITIONS]
     sample = model.donor.astype(np.int64) * len(CONDITIONS) + model.condition
     return pd.DataFrame(
@@ -743,7 +756,7 @@ def generate(
     counts = sp.csr_matrix((values, genes, indptr), shape=(n_cells, n_genes))
     return SyntheticDataset(
         counts=counts,
-        cells=_cells_table(model),
+        cells=cells_table(model),
         features=_features_table(model),
         truth=_truth(model, n_values=n_values, total_counts=int(values.sum(dtype=np.int64))),
     )
