@@ -106,19 +106,52 @@ def test_atac_standard_recovers_the_planted_types(tmp_path: Path) -> None:
     assert sorted(p.name for p in written) == ["qc_violins.png", "umap_clusters.png"]
 
 
-def _marker_identity(ds: DataStore, rna: PipelineRun, *, n_markers: int = 10) -> pd.Series:
-    """Each cell's RNA-cluster marker set of highest score (z-scored mean log expression)."""
-    markers = rna.artifact("markers")
-    groups = np.asarray([str(g) for g in markers.read("groups")])
-    score = markers.read("score")
-    top = [np.argsort(-score[i], kind="stable")[:n_markers] for i in range(len(groups))]
-    genes = np.unique(np.concatenate(top))
+PBMC_TYPES = {
+    "CD4 T": ["CD3E", "CD4", "IL7R"],
+    "CD8 T": ["CD3E", "CD8A", "CD8B"],
+    "B": ["MS4A1", "CD79A", "CD19"],
+    "NK": ["NKG7", "GNLY", "KLRD1"],
+    "CD14 mono": ["CD14", "LYZ", "S100A8"],
+    "FCGR3A mono": ["FCGR3A", "MS4A7"],
+    "DC": ["FCER1A", "CLEC10A"],
+    "platelet": ["PPBP", "PF4"],
+}
+"""Canonical PBMC marker genes (Seurat's and scanpy's PBMC tutorials), chosen without any clustering."""
+
+
+def _set_identity(ds: DataStore, rna: PipelineRun, sets: dict[str, np.ndarray]) -> pd.Series:
+    """Each cell's gene set (feature positions) of highest z-scored mean log expression."""
+    genes = np.unique(np.concatenate(list(sets.values())))
     norm = rna.artifact("normalized")
     values = normalized_values(ds, norm, features=genes).compute().astype(np.float64)
-    sets = np.column_stack([values[:, np.searchsorted(genes, t)].mean(axis=1) for t in top])
-    sets = (sets - sets.mean(axis=0)) / sets.std(axis=0)
+    score = np.column_stack(
+        [values[:, np.searchsorted(genes, s)].mean(axis=1) for s in sets.values()]
+    )
+    score = (score - score.mean(axis=0)) / score.std(axis=0)
     ids = np.asarray([str(c) for c in ds.cells.fetch_all("ids")], dtype=object)
-    return pd.Series(groups[sets.argmax(axis=1)], index=ids[norm.read("rows")])
+    return pd.Series(np.asarray(list(sets))[score.argmax(axis=1)], index=ids[norm.read("rows")])
+
+
+def _marker_identity(ds: DataStore, rna: PipelineRun, *, n_markers: int = 10) -> pd.Series:
+    """Each cell's RNA-cluster marker set (top ``n_markers`` by score) of highest score."""
+    markers = rna.artifact("markers")
+    score = markers.read("score")
+    return _set_identity(
+        ds,
+        rna,
+        {
+            str(g): np.argsort(-score[i], kind="stable")[:n_markers]
+            for i, g in enumerate(markers.read("groups"))
+        },
+    )
+
+
+def _canonical_identity(ds: DataStore, rna: PipelineRun) -> pd.Series:
+    """Each cell's canonical PBMC type (:data:`PBMC_TYPES`) of highest score."""
+    names = np.asarray([str(n) for n in ds.RNA.features.fetch_all("names")])
+    sets = {t: np.flatnonzero(np.isin(names, genes)) for t, genes in PBMC_TYPES.items()}
+    assert all(len(s) == len(PBMC_TYPES[t]) for t, s in sets.items()), sets
+    return _set_identity(ds, rna, sets)
 
 
 def _purity(clusters: pd.Series, identity: pd.Series) -> float:
@@ -130,13 +163,23 @@ def _purity(clusters: pd.Series, identity: pd.Series) -> float:
 def test_real_citeseq_joint_clusters_against_the_rna_markers(
     tmp_path: Path, shared_data: Path
 ) -> None:
-    """On the real pbmc1k CITE-seq cells the WNN clusters are purer in RNA-marker identity than ADT's.
+    """On the real pbmc1k CITE-seq cells the WNN clusters are as pure as RNA's, purer than ADT's.
 
-    Each cell's identity is the RNA-only clusters' marker set (top 10 genes by
-    score) with the highest z-scored mean log expression; a clustering's
-    purity is the share of cells in their cluster's most common identity.
-    Measured: RNA alone 0.77 (its own markers), WNN 0.63, ADT alone 0.54; the
-    joint graph weighs the 10-protein panel at 0.61 on average (Seurat's weights).
+    A clustering's purity is the share of cells in their cluster's most
+    common identity, with two identities of each cell, scored by the
+    z-scored mean log expression of gene sets:
+
+    - the RNA-only clusters' marker sets (top 10 genes by score): RNA alone
+      0.772 (its own markers, so it is favoured by construction), WNN 0.631,
+      ADT alone 0.538;
+    - canonical PBMC types (:data:`PBMC_TYPES`, chosen without any
+      clustering): WNN 0.788, RNA alone 0.778, ADT alone 0.747.
+
+    The joint graph weighs the 10-protein panel (no CD45RA/RO, which would
+    separate naive from memory T cells) at 0.61 on average (Seurat's
+    weights), so it mixes the T-cell states the RNA clusters split. The
+    canonical comparison allows 0.01 (8 of the 833 cells) for a BLAS that
+    rounds the PCA differently.
     """
     imported = import_10x_h5(
         shared_data / "10x_v3_h5_pbmc1k_citeseq" / "filtered_feature_bc_matrix.h5",
@@ -148,10 +191,11 @@ def test_real_citeseq_joint_clusters_against_the_rna_markers(
     rna = ds.pipeline.run("rna_standard")
     joint = ds.pipeline.run("citeseq_wnn")
     adt = ds.pipeline.run("adt_standard", assay="ADT")
-    identity = _marker_identity(ds, rna)
-    common = sorted(set(identity.index) & set(joint.clusters().index) & set(adt.clusters().index))
-    purity = {
-        name: _purity(run.clusters().loc[common], identity)
-        for name, run in (("rna", rna), ("joint", joint), ("adt", adt))
-    }
-    assert purity["joint"] >= purity["adt"] + 0.05, purity
+    runs = (("rna", rna), ("joint", joint), ("adt", adt))
+    for identity in (_marker_identity(ds, rna), _canonical_identity(ds, rna)):
+        common = sorted(
+            set(identity.index) & set(joint.clusters().index) & set(adt.clusters().index)
+        )
+        purity = {name: _purity(run.clusters().loc[common], identity) for name, run in runs}
+        assert purity["joint"] >= purity["adt"] + 0.03, purity
+    assert purity["joint"] >= purity["rna"] - 0.01, purity
