@@ -175,9 +175,9 @@ def test_real_citeseq_joint_clusters_against_the_rna_markers(
     - canonical PBMC types (:data:`PBMC_TYPES`, chosen without any
       clustering): WNN 0.788, RNA alone 0.778, ADT alone 0.747.
 
-    The joint graph weighs the 10-protein panel (no CD45RA/RO, which would
-    separate naive from memory T cells) at 0.61 on average (Seurat's
-    weights), so it mixes the T-cell states the RNA clusters split. The
+    The joint graph weighs the 10-protein panel at 0.61 on average
+    (Seurat's weights), so it mixes states the RNA clusters split and the
+    panel does not mark (monocyte states; naive and memory CD4 T cells). The
     canonical comparison allows 0.01 (8 of the 833 cells) for a BLAS that
     rounds the PCA differently.
     """
