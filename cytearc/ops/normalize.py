@@ -623,7 +623,7 @@ def normalized_values(
     if stored:
         data = normalized.lazy("data")
         if "rows" in set(normalized.group.array_keys()):
-            shards = _counts_and_library(source, normalized.read("rows"))[0].chunks[0]
+            shards = take_rows(source.counts, normalized.read("rows")).chunks[0]
             data = data.rechunk((shards, -1))
         selected = data if features is None else data[:, features]
         csr_stored: da.Array = da.map_blocks(_csr_block, selected, dtype=np.float32, meta=_CSR_META)
