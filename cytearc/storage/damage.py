@@ -1,6 +1,7 @@
 """Reads of stored arrays that name a damaged chunk, and the storage units an array should have.
 
-Zarr surfaces a chunk that fails its checksum or cannot be decoded as
+Regions of whole shards in CyteArc's own layout are decoded by
+:func:`cytearc.storage.shards.read_shards`, others by Zarr. Zarr surfaces a chunk that fails its checksum or cannot be decoded as
 whatever its codec raises (zstd's ``RuntimeError``, gzip's ``BadGzipFile`` or
 ``zlib.error``, crc32c's ``ValueError``), naming neither the array nor the
 chunk. :func:`read_region` re-raises it as
@@ -34,6 +35,7 @@ from zarr.storage import FsspecStore, LocalStore
 
 from cytearc.errors import CyteArcError, StoreDamageError, StoreFormatError
 from cytearc.storage.nodes import ACCESS_ERRORS, access_error
+from cytearc.storage.shards import read_shards
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -300,7 +302,8 @@ def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: 
     """
     _refuse_unbounded_decoding(array)
     try:
-        return np.asarray(array[selection])
+        whole = read_shards(array, selection)
+        return np.asarray(array[selection]) if whole is None else whole
     except CyteArcError:
         raise
     except DECODE_ERRORS as exc:

@@ -1,0 +1,183 @@
+"""Whole shards decoded without Zarr's pipeline give Zarr's values, or fail as Zarr would."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given
+from hypothesis import strategies as st
+from zarr.codecs import BytesCodec, GzipCodec, TransposeCodec, ZstdCodec
+from zarr.storage import LocalStore, MemoryStore
+
+from cytearc.errors import StoreDamageError
+from cytearc.storage.damage import DECODE_ERRORS, read_region
+from cytearc.storage.shards import read_shards
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+DTYPES = ("u1", "u2", "u4", "i4", "i8", "f4", "f8", "bool")
+
+
+def _array(
+    store: Any,
+    values: np.ndarray,
+    *,
+    shards: tuple[int, ...],
+    chunks: tuple[int, ...],
+    fill: Any = 0,
+    **codecs: Any,
+) -> zarr.Array[Any]:
+    array = zarr.create_array(
+        store=store,
+        name="x",
+        shape=values.shape,
+        shards=shards,
+        chunks=chunks,
+        dtype=values.dtype,
+        fill_value=fill,
+        **({"serializer": BytesCodec(), "compressors": [ZstdCodec(checksum=True)]} | codecs),  # type: ignore[arg-type]
+    )
+    array[...] = values
+    return array
+
+
+@st.composite
+def _cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], int]:
+    ndim = draw(st.integers(1, 3))
+    chunks = tuple(draw(st.integers(1, 4)) for _ in range(ndim))
+    shards = tuple(c * draw(st.integers(1, 3)) for c in chunks)
+    shape = tuple(draw(st.integers(1, 3 * s + 1)) for s in shards)
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    density = draw(st.sampled_from([0.0, 0.1, 1.0]))
+    values = (rng.random(shape) < density) * rng.integers(1, 100, shape)
+    return values.astype(dtype), shards, chunks, draw(st.integers(0, 2**16))
+
+
+@given(case=_cases())
+def test_every_whole_shard_region_reads_as_zarr_reads_it(
+    case: tuple[np.ndarray, tuple[int, ...], tuple[int, ...], int],
+) -> None:
+    values, shards, chunks, seed = case
+    array = _array(MemoryStore(), values, shards=shards, chunks=chunks)
+    rng = np.random.default_rng(seed)
+    grid = [math.ceil(n / s) for n, s in zip(values.shape, shards, strict=True)]
+    for _ in range(3):
+        first = [int(rng.integers(0, g)) for g in grid]
+        last = [int(rng.integers(f, g)) + 1 for f, g in zip(first, grid, strict=True)]
+        region = tuple(
+            slice(f * s, min(e * s, n))
+            for f, e, s, n in zip(first, last, shards, values.shape, strict=True)
+        )
+        whole = read_shards(array, region)
+        assert whole is not None
+        assert whole.dtype == values.dtype
+        np.testing.assert_array_equal(whole, values[region])
+    np.testing.assert_array_equal(read_shards(array, Ellipsis), values)
+
+
+def test_fill_values_stand_for_shards_and_chunks_never_written(tmp_path: Path) -> None:
+    array = zarr.create_array(
+        store=LocalStore(tmp_path / "s.zarr"),
+        name="x",
+        shape=(12, 4),
+        shards=(4, 4),
+        chunks=(2, 4),
+        dtype="i4",
+        fill_value=7,
+        serializer=BytesCodec(),
+        compressors=[ZstdCodec(checksum=True)],
+    )
+    array[4:6] = np.arange(8).reshape(2, 4)  # half of the second shard; the others never written
+    expected = np.full((12, 4), 7, dtype="i4")
+    expected[4:6] = np.arange(8).reshape(2, 4)
+    whole = read_shards(array, slice(None))
+    assert whole is not None
+    np.testing.assert_array_equal(whole, expected)
+    np.testing.assert_array_equal(whole, array[...])
+
+
+@pytest.mark.parametrize(
+    ("region", "reason"),
+    [
+        (slice(1, 8), "starts inside a shard"),
+        (slice(0, 6), "ends inside a shard"),
+        (slice(0, 8, 2), "has a step"),
+        (slice(4, 4), "is empty"),
+        (3, "is an integer"),
+        ((slice(0, 4), slice(0, 2)), "cuts the columns"),
+        (([0, 1],), "is a list"),
+    ],
+)
+def test_a_region_of_part_shards_is_left_to_zarr(region: Any, reason: str) -> None:
+    array = _array(MemoryStore(), np.ones((10, 4), "u2"), shards=(4, 4), chunks=(2, 4))
+    assert read_shards(array, region) is None, reason
+    np.testing.assert_array_equal(read_region(array, region), np.ones((10, 4), "u2")[region])
+
+
+@pytest.mark.parametrize(
+    "codecs",
+    [
+        {"compressors": [GzipCodec()]},
+        {"compressors": [ZstdCodec(), GzipCodec()]},
+        {"serializer": BytesCodec(endian="big")},
+        {"filters": [TransposeCodec(order=(1, 0))]},
+        {"compressors": None},
+    ],
+    ids=["gzip", "two compressors", "big endian", "transpose", "uncompressed"],
+)
+def test_other_layouts_are_left_to_zarr(codecs: dict[str, Any]) -> None:
+    values = np.arange(40, dtype="u2").reshape(10, 4)
+    array = _array(MemoryStore(), values, shards=(4, 4), chunks=(2, 4), **codecs)
+    assert read_shards(array, slice(0, 8)) is None
+    np.testing.assert_array_equal(read_region(array, slice(0, 8)), values[:8])
+
+
+def test_unsharded_arrays_are_left_to_zarr() -> None:
+    array = zarr.create_array(store=MemoryStore(), shape=(4,), chunks=(2,), dtype="u1")
+    assert read_shards(array, slice(None)) is None
+
+
+def _flip(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0x40
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        (lambda size: size // 3, "Data corruption|Unknown frame|error"),
+        (lambda size: size - 10, "crc32c"),
+        (lambda size: size - 2, "crc32c"),
+    ],
+    ids=["inner chunk", "index", "index checksum"],
+)
+def test_damage_fails_the_read(tmp_path: Path, where: Callable[[int], int], message: str) -> None:
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 1000, (8, 64)).astype("u2")
+    array = _array(LocalStore(tmp_path / "s.zarr"), values, shards=(4, 64), chunks=(2, 64))
+    shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
+    _flip(shard, where(shard.stat().st_size))
+    np.testing.assert_array_equal(read_shards(array, slice(0, 4)), values[:4])
+    with pytest.raises(DECODE_ERRORS, match=message):
+        read_shards(array, slice(4, 8))
+    with pytest.raises(StoreDamageError, match=r"x/c/1/0: .*cannot be decoded"):
+        read_region(array, slice(4, 8))
+
+
+def test_a_truncated_shard_fails_the_read(tmp_path: Path) -> None:
+    values = np.arange(512, dtype="u2").reshape(8, 64)
+    array = _array(LocalStore(tmp_path / "s.zarr"), values, shards=(4, 64), chunks=(2, 64))
+    shard = tmp_path / "s.zarr" / "x" / "c" / "0" / "0"
+    shard.write_bytes(shard.read_bytes()[:20])
+    with pytest.raises(ValueError, match=r"fewer than its index|crc32c"):
+        read_shards(array, slice(0, 4))
+    with pytest.raises(StoreDamageError, match=r"x/c/0/0"):
+        read_region(array, slice(0, 4))
