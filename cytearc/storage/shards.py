@@ -41,6 +41,22 @@ _ENTRY: Final = 16
 
 _CHECKSUM: Final = 4
 
+_ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_content_size(frame: memoryview) -> int | None:
+    """The decoded size a zstd frame's header declares (RFC 8878, 3.1.1.1), or None if it has none."""
+    if len(frame) < 6 or bytes(frame[:4]) != _ZSTD_MAGIC:
+        return None
+    descriptor = frame[4]
+    single_segment = bool(descriptor & 0x20)
+    start = 5 + (not single_segment) + (0, 1, 2, 4)[descriptor & 0x03]
+    width = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    if width == 0 or len(frame) < start + width:
+        return None
+    size = int.from_bytes(frame[start : start + width], "little")
+    return size + 256 if width == 2 else size
+
 
 def _shard_codec(array: zarr.Array[Any]) -> ShardingCodec | None:
     """The sharding codec when ``array`` has CyteArc's layout, else None."""
@@ -138,12 +154,20 @@ def _decode_shard(
         if offset + length > len(data) - size - _CHECKSUM:
             msg = f"inner chunk {position} points past the shard's data"
             raise ValueError(msg)
-        decoded = codec.decode(view[offset : offset + length])
+        frame = view[offset : offset + length]
+        target = out[region]
+        whole = target.size == math.prod(chunk) and target.flags.c_contiguous
+        if whole and _zstd_content_size(frame) == chunk_bytes:
+            codec.decode(
+                frame, out=target
+            )  # numcodecs checks the frame decodes to its declared size
+            continue
+        decoded = codec.decode(frame)
         if len(decoded) != chunk_bytes:
             msg = f"inner chunk {position} decodes to {len(decoded)} bytes, expected {chunk_bytes}"
             raise ValueError(msg)
         values = np.frombuffer(decoded, dtype=out.dtype).reshape(chunk)
-        out[region] = values[tuple(slice(0, r.stop - r.start) for r in region)]
+        target[...] = values[tuple(slice(0, r.stop - r.start) for r in region)]
 
 
 def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  # noqa: ANN401 (any selection)

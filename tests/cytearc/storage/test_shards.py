@@ -10,12 +10,13 @@ import pytest
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
+from numcodecs import Zstd
 from zarr.codecs import BytesCodec, GzipCodec, TransposeCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 from cytearc.errors import StoreDamageError
 from cytearc.storage.damage import DECODE_ERRORS, read_region
-from cytearc.storage.shards import read_shards
+from cytearc.storage.shards import _zstd_content_size, read_shards
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -181,3 +182,17 @@ def test_a_truncated_shard_fails_the_read(tmp_path: Path) -> None:
         read_shards(array, slice(0, 4))
     with pytest.raises(StoreDamageError, match=r"x/c/0/0"):
         read_region(array, slice(0, 4))
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 65_791, 65_792, 300_000])
+def test_the_zstd_header_gives_the_decoded_size(size: int) -> None:
+    for level in (1, 3, 19):
+        frame = Zstd(level=level, checksum=True).encode(
+            bytes(range(256)) * (size // 256) + bytes(size % 256)
+        )
+        assert _zstd_content_size(memoryview(frame)) == size
+
+
+def test_bytes_that_are_not_a_zstd_frame_declare_no_size() -> None:
+    assert _zstd_content_size(memoryview(b"\x00" * 16)) is None
+    assert _zstd_content_size(memoryview(Zstd().encode(b"abc")[:5])) is None
