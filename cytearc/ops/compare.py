@@ -7,10 +7,10 @@ library-size normalized values ``v = x / rowSums * target_sum``:
 ``log_sum_sq`` (sum of ``log1p(v)**2``), with ``n_cells``. The layers are lazy
 Dask arrays: one task per ``countsT`` shard (a band of features over every
 cell) computes its features' sums for every pair from the non-zero values
-(one ``numpy.bincount`` per layer), so the matrix is read once and no partial
-sums travel between tasks (assays without ``countsT`` add up ``counts``
-shards in a fixed tree); the cube's values and fingerprint are the same on
-every scheduler.
+(compiled loops that add in ``numpy.bincount``'s order), so the matrix is
+read once and no partial sums travel between tasks (assays without
+``countsT`` add up ``counts`` shards in a fixed tree); the cube's values and
+fingerprint are the same on every scheduler.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops.arguments import parse_cell_column, parse_choice, parse_float
-from cytearc.ops.normalize import nonzero_entries
 from cytearc.ops.publication import values_digest
 from cytearc.ops.selection import (
     SelectionLike,
@@ -72,29 +71,26 @@ def _pair_sums(
     ``(2, n_codes, n_features)`` (counts, detected) and float64
     ``(3, n_codes, n_features)`` (linear_sum, log_sum, log_sum_sq); cells of
     code ``-1`` are left out. Each sum adds its cells' values in increasing
-    cell order (row-major non-zeros, then ``numpy.bincount``), so it does not
-    depend on the block's orientation or on the scheduler.
+    cell order (the block's non-zeros in row-major order, as
+    ``numpy.bincount`` of them would), so it does not depend on the block's
+    orientation or on the scheduler; counts are added in float64 and
+    rounded, as they were by ``numpy.bincount``.
     """
+    from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
     block = np.ascontiguousarray(block)
     n_features = block.shape[1 - cells_axis]
-    major, minor, flat = nonzero_entries(block)
-    values = block.ravel()[flat].astype(np.float64)
-    cells, features = (major, minor) if cells_axis == 0 else (minor, major)
-    code = codes[cells]
-    keep = code >= 0
-    cells, values = cells[keep], values[keep]
-    keys = code[keep] * n_features + features[keep]
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = np.where(library > 0, target_sum / library, 0.0)
-    linear = values * scale[cells]
-    logs = np.log1p(linear)
-    size = n_codes * n_features
-
-    def pooled(weights: np.ndarray | None) -> np.ndarray:
-        return np.bincount(keys, weights=weights, minlength=size).reshape(n_codes, n_features)
-
-    integers = np.stack([np.rint(pooled(values)), pooled(None)]).astype(np.int64)
-    return integers, np.stack([pooled(linear), pooled(logs), pooled(logs**2)])
+    integers = np.zeros((2, n_codes, n_features))
+    values = np.zeros((3, n_codes, n_features))
+    size = np.count_nonzero(block)
+    linear, keys = np.empty(size), np.empty(size, np.int64)
+    k = kernels.pair_entries(
+        block, scale, np.asarray(codes, np.int64), cells_axis, integers, values[0], linear, keys
+    )
+    kernels.pair_squares(keys[:k], np.log1p(linear[:k]), values[1], values[2])
+    return np.rint(integers).astype(np.int64), values
 
 
 def _pool_block(

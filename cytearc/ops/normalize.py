@@ -182,15 +182,20 @@ def _sparse_normalized(
     values = counts.ravel()[flat].astype(np.float64)
     if method == "none":
         return rows, columns, flat, values
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
-    values *= scale[rows]
+    values *= _cell_scale(library, target_sum)[rows]
     if method == "tfidf":
         assert idf is not None
         values *= idf[columns]
     if log1p:
         np.log1p(values, out=values)
     return rows, columns, flat, values
+
+
+def _cell_scale(library: np.ndarray, target_sum: float) -> np.ndarray:
+    """The factor of each cell's counts, ``target_sum / library`` (0 for an empty cell), float64."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale: np.ndarray = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
+    return scale
 
 
 def nonzero_entries(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -295,30 +300,31 @@ def normalized_statistics(
         return _band_statistics(
             normalized_block(block, library, method=method, target_sum=target_sum, log1p=log1p)
         )
+    from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
     counts = np.ascontiguousarray(block)
     n, n_columns = counts.shape
     if n == 0:
         return _band_statistics(np.zeros(counts.shape, np.float32))
-    _, columns, _, values = _sparse_normalized(
-        counts, library, method=method, target_sum=target_sum, log1p=log1p, idf=idf
-    )
-    stored = values.astype(np.float32)
-    if not stored.all():  # a value below float32's smallest is stored as a zero
-        kept = stored != 0
-        columns, stored = columns[kept], stored[kept]
-    entries = stored.astype(np.float64)
-    detected = np.bincount(columns, minlength=n_columns)
-    high = np.zeros(n_columns, np.float32)
-    np.maximum.at(high, columns, stored)
-    low = np.zeros(n_columns, np.float32)
-    full = detected == n
-    if full.any():
-        smallest = np.full(n_columns, np.inf, np.float32)
-        np.minimum.at(smallest, columns, stored)
-        low[full] = smallest[full]
-    low64, high64 = low.astype(np.float64), high.astype(np.float64)
-    log = ColumnMoments.of_nonzero(n, columns, entries, low=low64, high=high64)
-    linear = _linear_moments(n, columns, entries, low=low64, high=high64)
+    size = np.count_nonzero(counts)
+    values, columns = np.empty(size), np.empty(size, np.intp)
+    none = np.empty(0)
+    scale = none if method == "none" else _cell_scale(library, target_sum)
+    weights = none
+    if method == "tfidf":
+        assert idf is not None
+        weights = np.asarray(idf, np.float64)
+    kernels.normalized_entries(counts, scale, weights, values, columns)
+    if log1p and method != "none":
+        np.log1p(values, out=values)
+    detected = np.zeros(n_columns, np.int64)
+    smallest, high = np.full(n_columns, np.inf), np.zeros(n_columns)
+    # each value as float32 stores it; one below float32's smallest is stored as a zero
+    kept = kernels.float32_entries(values, columns, detected, smallest, high)
+    entries, columns = values[:kept], columns[:kept]
+    low = np.where(detected == n, smallest, 0.0)
+    log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
+    linear = _linear_moments(n, columns, entries, low=low, high=high)
     return np.vstack([log.pack(), linear.pack(), detected.astype(np.float64)[None, :]])
 
 

@@ -88,7 +88,8 @@ class ColumnMoments:
 
         ``total`` adds each column's values in row order, as :meth:`of` does
         (a zero adds nothing), so it has the same bits; ``m2`` is the sum of
-        the squared deviations of the entries plus ``mean**2`` for each zero.
+        the squared deviations of the entries (added in order, as
+        ``numpy.bincount`` would) plus ``mean**2`` for each zero.
 
         Parameters
         ----------
@@ -106,6 +107,13 @@ class ColumnMoments:
         ColumnMoments
             The band's moments.
 
+        Raises
+        ------
+        ValueError
+            ``columns`` and ``values`` differ in length.
+        IndexError
+            A column is negative or not below ``len(low)``.
+
         Examples
         --------
         >>> x = np.array([[0.0, 2.0], [4.0, 0.0], [0.0, 0.0]])
@@ -114,15 +122,19 @@ class ColumnMoments:
         >>> np.allclose(m.m2, ColumnMoments.of(x).m2), m.total.tolist()
         (True, [4.0, 2.0])
         """
+        from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
         if n == 0:
             return cls.empty(len(low))
         n_columns = len(low)
-        total = np.bincount(columns, weights=values, minlength=n_columns)
+        columns = np.asarray(columns, dtype=np.intp)
+        values = np.asarray(values, dtype=np.float64)
+        total, detected = np.zeros(n_columns), np.zeros(n_columns, np.int64)
+        kernels.column_sums(columns, values, total, detected)
         mean = total / n
-        deviation = values - mean[columns]
-        zeros = n - np.bincount(columns, minlength=n_columns)
-        squares = np.bincount(columns, weights=deviation * deviation, minlength=n_columns)
-        m2 = np.asarray(squares, dtype=np.float64) + zeros * mean**2
+        squares = np.zeros(n_columns)
+        kernels.column_squares(columns, values, mean, squares)
+        m2 = squares + (n - detected) * mean**2
         m2[low == high] = 0.0
         return cls(n, total, m2, np.asarray(low, np.float64), np.asarray(high, np.float64))
 

@@ -1,0 +1,319 @@
+"""Compiled loops over the non-zero entries of blocks, adding in the order numpy adds.
+
+Each loop visits a block's non-zero entries in row-major order, as
+:func:`numpy.nonzero` lists them, and adds each entry's value to its bin
+where :func:`numpy.bincount` would, in the same order and in float64 without
+fused multiply-adds (no ``fastmath``): the sums have the bits of the numpy
+code they replace. Transcendental functions (``log1p``, ``expm1``) stay numpy
+calls on whole vectors between the loops, since numba's libm may round them
+otherwise than numpy's SIMD loops.
+
+numba takes about half a second to import: callers import this module inside
+the functions that use it, so ``import cytearc`` does not import numba. Each
+function compiles once per argument dtype, on first use, into numba's disk
+cache when a cache folder is writable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, TypeVar, cast
+
+import numba
+import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "column_squares",
+    "column_sums",
+    "float32_entries",
+    "normalized_entries",
+    "pair_entries",
+    "pair_squares",
+]
+
+_F = TypeVar("_F", bound="Callable[..., object]")
+
+
+def _compiled(function: _F) -> _F:
+    """``function`` compiled by numba (released GIL, no bounds checks), cached on disk if possible."""
+    dispatcher = numba.njit(nogil=True, boundscheck=False)(function)
+    with contextlib.suppress(RuntimeError):  # numba found no writable cache folder
+        dispatcher.enable_caching()
+    return cast("_F", dispatcher)
+
+
+@_compiled
+def pair_entries(  # noqa: PLR0917 (numba compiles positional parameters only)
+    block: np.ndarray,
+    scale: np.ndarray,
+    codes: np.ndarray,
+    cells_axis: int,
+    integers: np.ndarray,
+    linear_sum: np.ndarray,
+    linear_out: np.ndarray,
+    key_out: np.ndarray,
+) -> int:
+    """Add up a block of counts per (pair code, feature); list its scaled non-zero values.
+
+    Parameters
+    ----------
+    block
+        Counts, C-ordered: cells x features (``cells_axis=0``) or features x
+        cells (``cells_axis=1``).
+    scale
+        The factor of each cell's normalized values (float64).
+    codes
+        The pair code of each cell, or -1 for a cell left out.
+    cells_axis
+        The axis of ``block`` that runs over cells.
+    integers
+        float64 ``(2, n_codes, n_features)``, added to: the counts (float64,
+        as ``numpy.bincount`` adds weights) and the number of non-zeros.
+    linear_sum
+        float64 ``(n_codes, n_features)``, added to: the scaled values.
+    linear_out, key_out
+        At least as long as the block's non-zeros: receive each kept entry's
+        scaled value and its bin ``code * n_features + feature``.
+
+    Returns
+    -------
+    int
+        The number of kept entries written to ``linear_out`` and ``key_out``.
+
+    Raises
+    ------
+    ValueError
+        ``scale`` or ``codes`` does not have one value per cell.
+    IndexError
+        A code is not below ``n_codes``.
+    """
+    n0, n1 = block.shape
+    n_cells = n0 if cells_axis == 0 else n1
+    if scale.shape[0] != n_cells or codes.shape[0] != n_cells:
+        raise ValueError("pair_entries: expected one scale and one code per cell of the block")
+    n_codes = linear_sum.shape[0]
+    for cell in range(n_cells):
+        if codes[cell] >= n_codes:
+            raise IndexError("pair_entries: a pair code is not below the number of pairs")
+    k = 0
+    if cells_axis == 0:
+        for cell in range(n0):
+            code = codes[cell]
+            if code < 0:
+                continue
+            factor = scale[cell]
+            for feature in range(n1):
+                x = block[cell, feature]
+                if x == 0:
+                    continue
+                v = np.float64(x)
+                lin = v * factor
+                integers[0, code, feature] += v
+                integers[1, code, feature] += 1.0
+                linear_sum[code, feature] += lin
+                linear_out[k] = lin
+                key_out[k] = code * n1 + feature
+                k += 1
+        return k
+    for feature in range(n0):
+        for cell in range(n1):
+            x = block[feature, cell]
+            if x == 0:
+                continue
+            code = codes[cell]
+            if code < 0:
+                continue
+            v = np.float64(x)
+            lin = v * scale[cell]
+            integers[0, code, feature] += v
+            integers[1, code, feature] += 1.0
+            linear_sum[code, feature] += lin
+            linear_out[k] = lin
+            key_out[k] = code * n0 + feature
+            k += 1
+    return k
+
+
+@_compiled
+def pair_squares(
+    keys: np.ndarray, logs: np.ndarray, log_sum: np.ndarray, log_sq: np.ndarray
+) -> None:
+    """Add each value and its square to its bin, in order.
+
+    Parameters
+    ----------
+    keys
+        The flat bin of each value.
+    logs
+        The values (float64).
+    log_sum, log_sq
+        C-ordered float64 bins, added to: the values and their squares.
+    """
+    flat_sum = log_sum.reshape(-1)
+    flat_sq = log_sq.reshape(-1)
+    for i in range(keys.shape[0]):
+        y = logs[i]
+        flat_sum[keys[i]] += y
+        flat_sq[keys[i]] += y * y
+
+
+@_compiled
+def normalized_entries(
+    block: np.ndarray,
+    scale: np.ndarray,
+    idf: np.ndarray,
+    values_out: np.ndarray,
+    columns_out: np.ndarray,
+) -> int:
+    """List the non-zero entries of a C-ordered block as float64, each times its row's scale and its column's idf.
+
+    Parameters
+    ----------
+    block
+        Counts, rows x columns.
+    scale
+        The factor of each row (float64), or empty for none.
+    idf
+        The factor of each column (float64, applied after ``scale``), or
+        empty for none.
+    values_out, columns_out
+        At least as long as the block's non-zeros: receive each entry's
+        value and column, in row-major order.
+
+    Returns
+    -------
+    int
+        The number of entries.
+
+    Raises
+    ------
+    ValueError
+        ``scale`` or ``idf`` is neither empty nor of one value per row or column.
+    """
+    n0, n1 = block.shape
+    scaled = scale.shape[0] > 0
+    weighted = idf.shape[0] > 0
+    if (scaled and scale.shape[0] != n0) or (weighted and idf.shape[0] != n1):
+        raise ValueError("normalized_entries: expected one scale per row and one idf per column")
+    k = 0
+    for row in range(n0):
+        factor = scale[row] if scaled else 1.0
+        for column in range(n1):
+            x = block[row, column]
+            if x == 0:
+                continue
+            v = np.float64(x)
+            if scaled:
+                v = v * factor
+            if weighted:
+                v = v * idf[column]
+            values_out[k] = v
+            columns_out[k] = column
+            k += 1
+    return k
+
+
+@_compiled
+def float32_entries(
+    values: np.ndarray,
+    columns: np.ndarray,
+    detected: np.ndarray,
+    smallest: np.ndarray,
+    largest: np.ndarray,
+) -> int:
+    """Round entries to float32 in place (as float64), dropping those that round to zero.
+
+    Parameters
+    ----------
+    values, columns
+        The entries (float64) and their columns; the kept ones are moved to
+        the front, in order, each value rounded to float32 and back.
+    detected
+        int64 per column, added to: the kept entries.
+    smallest, largest
+        float64 per column, updated as ``numpy.minimum.at`` and
+        ``numpy.maximum.at`` would (a NaN sticks).
+
+    Returns
+    -------
+    int
+        The number of kept entries.
+    """
+    m = 0
+    for i in range(values.shape[0]):
+        stored = np.float64(np.float32(values[i]))
+        if stored == 0:
+            continue
+        column = columns[i]
+        values[m] = stored
+        columns[m] = column
+        m += 1
+        detected[column] += 1
+        low = smallest[column]
+        if not (np.isnan(low) or low <= stored):
+            smallest[column] = stored
+        high = largest[column]
+        if not (np.isnan(high) or high >= stored):
+            largest[column] = stored
+    return m
+
+
+@_compiled
+def column_sums(
+    columns: np.ndarray, values: np.ndarray, total: np.ndarray, count: np.ndarray
+) -> None:
+    """Add each value to its column's total, in order, and count the values of each column.
+
+    Parameters
+    ----------
+    columns
+        The column of each value.
+    values
+        The values (float64).
+    total
+        float64 per column, added to.
+    count
+        int64 per column, added to.
+
+    Raises
+    ------
+    ValueError
+        ``columns`` and ``values`` differ in length.
+    IndexError
+        A column is negative or not below ``len(total)``.
+    """
+    if values.shape[0] != columns.shape[0]:
+        raise ValueError("column_sums: expected one column per value")
+    n_columns = total.shape[0]
+    for i in range(columns.shape[0]):
+        column = columns[i]
+        if column < 0 or column >= n_columns:
+            raise IndexError("column_sums: a column is out of range")
+        total[column] += values[i]
+        count[column] += 1
+
+
+@_compiled
+def column_squares(
+    columns: np.ndarray, values: np.ndarray, mean: np.ndarray, squares: np.ndarray
+) -> None:
+    """Add each value's squared deviation from its column's mean to the column's total, in order.
+
+    Parameters
+    ----------
+    columns
+        The column of each value.
+    values
+        The values (float64).
+    mean
+        The mean of each column (float64).
+    squares
+        float64 per column, added to.
+    """
+    for i in range(columns.shape[0]):
+        column = columns[i]
+        deviation = values[i] - mean[column]
+        squares[column] += deviation * deviation
