@@ -32,6 +32,16 @@ processes** (this client and the local cluster's workers together, as
 ``client_peak_rss_mb`` the harness's own measure of this process alone.
 ``--mem-budget`` (default ``4G``) is the local cluster's memory and
 ``--threads`` its number of workers (one thread each).
+
+With ``CYTEARC_CLUSTER=threads`` in the environment the engine is Dask's
+threaded scheduler in this process (``--threads`` threads, plans sized by
+``--mem-budget``) and the tool is named ``cytearc_threads``, so both engines
+can be measured in one invocation; ``benchmarks/cytearc-threads-python`` is
+an interpreter that sets it::
+
+    ANCHORS_TOOLS="scarf scanpy cytearc cytearc_threads" \
+    ANCHORS_SCRIPT_cytearc_threads=$PWD/benchmarks/bench_cytearc.py \
+    ANCHORS_PY_cytearc_threads=$PWD/benchmarks/cytearc-threads-python ...
 """
 
 from __future__ import annotations
@@ -181,8 +191,9 @@ def main() -> None:  # noqa: PLR0915 (a linear script)
     benchlib.set_thread_env(1)  # one BLAS thread per task; the engine runs --threads tasks
 
     params = {k: v for k, v in vars(a).items() if k not in ("data", "label", "workdir", "keep")}
+    params["cluster"] = os.environ.get("CYTEARC_CLUSTER") or "local"
     b = benchlib.Bench(
-        "cytearc",
+        "cytearc_threads" if params["cluster"] == "threads" else "cytearc",
         dataset=Path(a.data).resolve().name,
         dataset_meta=benchlib.dataset_meta(a.data),
         label=a.label,

@@ -17,9 +17,10 @@ import gzip
 import lzma
 import zlib
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final
+from typing import IO, TYPE_CHECKING, Final, cast
 
 import numpy as np
+from isal import igzip, isal_zlib
 
 from cytearc.errors import DamagedSourceError, SourceFormatError, StoreAccessError
 from cytearc.io.sources import RemoteFile, decompressed, open_remote, open_remote_text
@@ -38,8 +39,9 @@ __all__ = [
     "read_dataset",
 ]
 
-DECOMPRESSION_ERRORS: Final = (EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError)
-"""What the standard library's codecs raise for truncated or corrupt compressed data."""
+_ISAL_ERROR: Final = cast("type[Exception]", isal_zlib.error)
+DECOMPRESSION_ERRORS: Final = (EOFError, zlib.error, _ISAL_ERROR, gzip.BadGzipFile, lzma.LZMAError)
+"""What the codecs (the standard library's, ISA-L's gzip) raise for truncated or corrupt compressed data."""
 
 _CODECS: Final[dict[str, type[gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile]]] = {
     ".gz": gzip.GzipFile,
@@ -53,7 +55,8 @@ def open_text(path: Path | Location) -> IO[str]:
     if isinstance(path, Location):
         return open_remote_text(path, remedy="give a 10x Matrix Market folder")
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
+        # ISA-L's gzip: a third of the standard library's time (0.36 against 1.06 s for 264 MB)
+        return cast("IO[str]", igzip.open(path, "rt", encoding="utf-8"))  # type: ignore[no-untyped-call]
     return path.open(encoding="utf-8")
 
 

@@ -633,8 +633,11 @@ class TenxMtxSource(FileSource):
 
         The text is read in blocks of whole lines (:data:`BLOCK_CHARS`)
         that :data:`PARSE_THREADS` threads parse and turn into 0-based
-        indices at once (pandas' C parser releases the GIL), while this
-        thread decompresses the next. A line with a field too many makes
+        indices at once, while this thread decompresses the next. Lines of
+        whole numbers are parsed by a compiled loop
+        (:func:`cytearc.io.mtx_entries.integer_entries`); a block it declines
+        (real values, signs, inline comments, a malformed line) by pandas'
+        C parser (both release the GIL). A line with a field too many makes
         pandas' C parser raise (after a block's first line, "Expected 3
         fields"; on the first, its ParserWarning of lost data, made an
         error), and a missing field leaves a NaN that fails the integer
@@ -648,6 +651,13 @@ class TenxMtxSource(FileSource):
             dtypes["value"] = self._dtype
 
         def parse(text: str) -> _Block:
+            if header.field != "real":
+                from cytearc.io.mtx_entries import integer_entries  # noqa: PLC0415 (imports numba)
+
+                fields = integer_entries(text, len(names))
+                if fields is not None:
+                    values = fields[2] if header.field == "integer" else None
+                    return self._block(fields[0], fields[1], values)
             try:
                 chunk = pd.read_csv(
                     io.StringIO(text),
@@ -663,7 +673,9 @@ class TenxMtxSource(FileSource):
                 chunk = pd.DataFrame(
                     {name: np.zeros(0, dtype=dtype) for name, dtype in dtypes.items()}
                 )
-            return self._block(self._checked(chunk, dtypes))
+            chunk = self._checked(chunk, dtypes)
+            values = None if header.field == "pattern" else chunk["value"].to_numpy()
+            return self._block(chunk["feature"].to_numpy(), chunk["cell"].to_numpy(), values)
 
         # the warning filter is process-wide, so it holds in the parsing threads too
         with self._parsing(), ThreadPoolExecutor(PARSE_THREADS) as pool:
@@ -692,19 +704,16 @@ class TenxMtxSource(FileSource):
                 raise self._unparsed(None)
         return chunk
 
-    def _block(self, chunk: pd.DataFrame) -> _Block:
-        """The 0-based indices and values of parsed entries, and the first outside the matrix."""
+    def _block(self, rows: np.ndarray, columns: np.ndarray, values: np.ndarray | None) -> _Block:
+        """The 0-based indices and values (1 for ``pattern``) of parsed entries, and the first outside the matrix."""
         n_cells, n_features = self.shape
-        features = chunk["feature"].to_numpy() - 1
-        cells = chunk["cell"].to_numpy() - 1
+        features = rows - 1
+        cells = columns - 1
         outside = np.flatnonzero(
             (features < 0) | (features >= n_features) | (cells < 0) | (cells >= n_cells)
         )
-        values = (
-            np.ones(len(chunk), dtype=np.int64)
-            if self._header.field == "pattern"
-            else chunk["value"].to_numpy()
-        )
+        if values is None:
+            values = np.ones(rows.size, dtype=np.int64)
         return _Block(features, cells, values, int(outside[0]) if outside.size else None)
 
     @contextlib.contextmanager

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "column_squares",
     "column_sums",
+    "compiled",
     "float32_entries",
     "normalized_entries",
     "pair_entries",
@@ -37,7 +38,7 @@ __all__ = [
 _F = TypeVar("_F", bound="Callable[..., object]")
 
 
-def _compiled(function: _F) -> _F:
+def compiled(function: _F) -> _F:
     """``function`` compiled by numba (released GIL, no bounds checks), cached on disk if possible."""
     dispatcher = numba.njit(nogil=True, boundscheck=False)(function)
     with contextlib.suppress(RuntimeError):  # numba found no writable cache folder
@@ -45,7 +46,7 @@ def _compiled(function: _F) -> _F:
     return cast("_F", dispatcher)
 
 
-@_compiled
+@compiled
 def pair_entries(  # noqa: PLR0917 (numba compiles positional parameters only)
     block: np.ndarray,
     scale: np.ndarray,
@@ -137,7 +138,7 @@ def pair_entries(  # noqa: PLR0917 (numba compiles positional parameters only)
     return k
 
 
-@_compiled
+@compiled
 def pair_squares(
     keys: np.ndarray, logs: np.ndarray, log_sum: np.ndarray, log_sq: np.ndarray
 ) -> None:
@@ -160,7 +161,7 @@ def pair_squares(
         flat_sq[keys[i]] += y * y
 
 
-@_compiled
+@compiled
 def normalized_entries(
     block: np.ndarray,
     scale: np.ndarray,
@@ -216,7 +217,7 @@ def normalized_entries(
     return k
 
 
-@_compiled
+@compiled
 def float32_entries(
     values: np.ndarray,
     columns: np.ndarray,
@@ -261,7 +262,7 @@ def float32_entries(
     return m
 
 
-@_compiled
+@compiled
 def column_sums(
     columns: np.ndarray, values: np.ndarray, total: np.ndarray, count: np.ndarray
 ) -> None:
@@ -296,7 +297,7 @@ def column_sums(
         count[column] += 1
 
 
-@_compiled
+@compiled
 def column_squares(
     columns: np.ndarray, values: np.ndarray, mean: np.ndarray, squares: np.ndarray
 ) -> None:
