@@ -431,6 +431,27 @@ def _check_field_counts(path: Path | Location) -> None:
                 raise SourceFormatError(msg)
 
 
+def read_entry_table(text: str, dtypes: Mapping[str, np.dtype | type[object]]) -> pd.DataFrame:
+    """``text``'s Matrix Market entry lines as pandas' C parser reads them, one column per key of ``dtypes``.
+
+    The MTX reader's parse of any block its compiled parser declines; a
+    block of comment lines only is a table without rows.
+    """
+    try:
+        return pd.read_csv(
+            io.StringIO(text),
+            sep=r"\s+",
+            header=None,
+            comment="%",
+            names=list(dtypes),
+            index_col=False,
+            dtype=dict(dtypes),
+            float_precision="round_trip",
+        )
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame({name: np.zeros(0, dtype=dtype) for name, dtype in dtypes.items()})
+
+
 @dataclass(frozen=True, kw_only=True)
 class _MtxHeader:
     """What a Matrix Market file's banner and size line say."""
@@ -650,29 +671,15 @@ class TenxMtxSource(FileSource):
         if header.field != "pattern":
             dtypes["value"] = self._dtype
 
+        from cytearc.io.mtx_entries import integer_entries  # noqa: PLC0415 (imports numba)
+
         def parse(text: str) -> _Block:
             if header.field != "real":
-                from cytearc.io.mtx_entries import integer_entries  # noqa: PLC0415 (imports numba)
-
                 fields = integer_entries(text, len(names))
                 if fields is not None:
                     values = fields[2] if header.field == "integer" else None
                     return self._block(fields[0], fields[1], values)
-            try:
-                chunk = pd.read_csv(
-                    io.StringIO(text),
-                    sep=r"\s+",
-                    header=None,
-                    comment="%",
-                    names=names,
-                    index_col=False,
-                    dtype=dtypes,
-                    float_precision="round_trip",
-                )
-            except pd.errors.EmptyDataError:  # a block of comment lines only
-                chunk = pd.DataFrame(
-                    {name: np.zeros(0, dtype=dtype) for name, dtype in dtypes.items()}
-                )
+            chunk = read_entry_table(text, dtypes)
             chunk = self._checked(chunk, dtypes)
             values = None if header.field == "pattern" else chunk["value"].to_numpy()
             return self._block(chunk["feature"].to_numpy(), chunk["cell"].to_numpy(), values)

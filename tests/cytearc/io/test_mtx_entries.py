@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cytearc.io.mtx_entries import integer_entries
+from cytearc.io.tenx import read_entry_table
 
 
 def _pandas(text: str, n_fields: int) -> np.ndarray:
-    """What the reader's pandas path parses from ``text`` (the reader's options)."""
+    """What the reader's pandas path parses from ``text``."""
     names = ["feature", "cell", "value"][:n_fields]
-    frame = pd.read_csv(
-        io.StringIO(text),
-        sep=r"\s+",
-        header=None,
-        comment="%",
-        names=names,
-        index_col=False,
-        dtype=dict.fromkeys(names, np.int64),
-    )
+    frame = read_entry_table(text, dict.fromkeys(names, np.dtype(np.int64)))
     return frame.to_numpy().T.reshape(n_fields, -1)
 
 
@@ -57,10 +47,6 @@ def _texts(draw: st.DrawFn) -> tuple[str, int]:
 @given(_texts())
 def test_same_entries_as_pandas(case: tuple[str, int]) -> None:
     text, n_fields = case
-    if not any(c.isdigit() for c in text):  # pandas refuses a block with no fields at all
-        assert integer_entries(text, n_fields) is not None
-        assert integer_entries(text, n_fields).shape == (n_fields, 0)  # type: ignore[union-attr]
-        return
     np.testing.assert_array_equal(integer_entries(text, n_fields), _pandas(text, n_fields))
 
 
