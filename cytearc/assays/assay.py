@@ -9,7 +9,7 @@ only and has no modality-specific normalization. The modality classes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 import zarr
@@ -241,15 +241,41 @@ class Assay:
         AttributeError
             The assay is not of an RNA type and stores no ``countsT``.
         """
+        return open_lazy(self._stored_transpose())
+
+    def _stored_transpose(self) -> zarr.Array[Any]:
         if self._counts_t is None:
             msg = f"{self.where}: a {self.assayType} assay has no countsT (only RNA-type assays store it); use counts"
             raise AttributeError(msg)
-        return open_lazy(self._counts_t)
+        return self._counts_t
 
     @property
     def compressor(self) -> BytesBytesCodec | None:
         """The codec after ``bytes`` of ``counts`` (what copies of these counts are written with)."""
         return source_compressor(self._counts)
+
+    def row_source(
+        self, name: Literal["counts", "countsT"] = "counts"
+    ) -> zarr.Array[Any] | da.Array:
+        """What :func:`~cytearc.engine.arrays.map_row_pieces` reads of ``counts`` or ``countsT``: the stored array.
+
+        Parameters
+        ----------
+        name
+            ``"counts"`` or ``"countsT"``.
+
+        Returns
+        -------
+        zarr.Array or dask.array.Array
+            The stored array (decoded piece by piece where it is in CyteArc's
+            layout); other assay classes return a lazy array.
+
+        Raises
+        ------
+        AttributeError
+            ``countsT`` of an assay that does not store it.
+        """
+        return self._stored_transpose() if name == "countsT" else self._counts
 
     def stored_arrays(self) -> tuple[zarr.Array[Any], zarr.Array[Any] | None]:
         """The stored ``counts`` and ``countsT`` (None for assays without it), for readers of their chunks.

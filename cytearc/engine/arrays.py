@@ -10,6 +10,7 @@ number of shards.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +22,7 @@ from dask.utils import format_bytes
 
 from cytearc.errors import MemBudgetError, ShardAlignmentError
 from cytearc.storage.damage import CheckedReads
+from cytearc.storage.shards import streams_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,6 +35,7 @@ __all__ = [
     "aligned_rows",
     "feature_bands",
     "fold_rows",
+    "map_row_pieces",
     "open_lazy",
     "storage_block",
     "store_aligned",
@@ -293,12 +296,150 @@ def feature_bands(x: da.Array, *, target_bytes: int) -> da.Array:
     """
     whole: da.Array = x.rechunk({1: -1})
     step = int(whole.chunks[0][0]) if whole.chunks[0] else 1
-    block_bytes = step * int(whole.shape[1]) * whole.dtype.itemsize
-    merged = max(1, target_bytes // max(1, block_bytes))
-    if merged == 1:
+    rows = _merged_rows(step, int(whole.shape[1]), whole.dtype.itemsize, target_bytes)
+    if rows == step:
         return whole
-    banded: da.Array = whole.rechunk({0: merged * step})
+    banded: da.Array = whole.rechunk({0: rows})
     return banded
+
+
+def _merged_rows(step: int, n_columns: int, itemsize: int, target_bytes: int | None) -> int:
+    """Rows per block: whole row blocks of ``step`` rows, merged up to about ``target_bytes``."""
+    if target_bytes is None:
+        return step
+    return step * max(1, target_bytes // max(1, step * n_columns * itemsize))
+
+
+def _streamed_block(
+    bounds: np.ndarray,
+    *per_row: np.ndarray,
+    reader: CheckedReads,
+    func: Callable[..., np.ndarray],
+    **kwargs: Any,
+) -> np.ndarray:
+    return func(reader.row_pieces(int(bounds[0]), int(bounds[-1]) + 1), *per_row, **kwargs)
+
+
+def _whole_block(
+    block: np.ndarray,
+    *per_row: np.ndarray,
+    func: Callable[..., np.ndarray],
+    **kwargs: Any,
+) -> np.ndarray:
+    return func(iter([(0, block)]), *per_row, **kwargs)
+
+
+def map_row_pieces(
+    source: zarr.Array[Any] | da.Array,
+    func: Callable[..., np.ndarray],
+    *per_row: np.ndarray,
+    rows_out: int | None,
+    tail: tuple[int, ...],
+    dtype: np.dtype[Any] | type[np.generic],
+    target_bytes: int | None = None,
+    **kwargs: Any,
+) -> da.Array:
+    """``func`` of every row block of a 2-D matrix, which it receives in pieces of rows.
+
+    A stored matrix in CyteArc's layout (:func:`~cytearc.storage.shards.streams_rows`)
+    is decoded one row of inner chunks at a time into a buffer of about a
+    megabyte, handed to ``func`` while it is in the CPU's cache: a reduction
+    over the non-zero counts (normalization statistics, pooling) then costs
+    the decompression and one walk of cached values, instead of a dense
+    block of every row of the shard (the size of the shard, allocated and
+    faulted in by every task) walked from memory. Any other matrix (a Dask
+    array, as a composite's counts; another layout) is computed block by
+    block and handed over as one piece, so ``func`` is the one
+    implementation for both.
+
+    Parameters
+    ----------
+    source
+        A stored Zarr array, or a lazy 2-D array whose row blocks are its
+        storage's.
+    func
+        ``func(pieces, *per_row_blocks, **kwargs)``: ``pieces`` yields
+        ``(offset, piece)``, consecutive rows of the block (``offset`` its
+        first, relative to the block) across every column, each piece
+        overwritten by the next; it returns the block's result, of shape
+        ``(rows_out or the block's rows, *tail)``.
+    *per_row
+        1-D arrays with one value per row of ``source`` (a mask of the rows
+        to use, library sizes); ``func`` receives each block's part.
+    rows_out
+        The rows of each block's result; None for one per row of the block.
+    tail
+        The result's shape after its first axis.
+    dtype
+        The result's dtype.
+    target_bytes
+        Merge whole row blocks until a block holds about this many bytes
+        of values (:func:`feature_bands`); None keeps one block per shard.
+    **kwargs
+        Passed to ``func`` (large arrays are put in the graph once, not in
+        every task).
+
+    Returns
+    -------
+    dask.array.Array
+        The blocks' results stacked along the first axis, one block each.
+
+    Examples
+    --------
+    >>> import numpy as np, zarr
+    >>> from zarr.codecs import BytesCodec, ZstdCodec
+    >>> z = zarr.create_array(store={}, shape=(6, 4), shards=(4, 4), chunks=(2, 4), dtype="u2",
+    ...                       serializer=BytesCodec(), compressors=[ZstdCodec()])
+    >>> z[:] = np.arange(24).reshape(6, 4)
+    >>> def row_sums(pieces, keep):
+    ...     out = np.zeros(len(keep))
+    ...     for offset, piece in pieces:
+    ...         out[offset : offset + len(piece)] = piece.sum(axis=1)
+    ...     return np.where(keep, out, 0)[:, None]
+    >>> keep = np.array([True, False, True, True, True, True])
+    >>> map_row_pieces(z, row_sums, keep, rows_out=None, tail=(1,), dtype=float).compute().ravel()
+    array([ 6.,  0., 38., 54., 70., 86.])
+    """
+    for values in per_row:
+        if values.shape != (source.shape[0],):
+            msg = f"map_row_pieces: expected one value per row ({source.shape[0]}), found shape {values.shape}"
+            raise ValueError(msg)
+    if isinstance(source, da.Array) or not streams_rows(source):
+        lazy = source if isinstance(source, da.Array) else open_lazy(source)
+        whole: da.Array = lazy.rechunk({1: -1})
+        step = int(whole.chunks[0][0]) if whole.chunks[0] else 1
+        rows = _merged_rows(step, whole.shape[1], whole.dtype.itemsize, target_bytes)
+        if rows != step:
+            whole = whole.rechunk({0: rows})
+        first: tuple[da.Array, str] = (whole, "ij")
+        wrapper: Callable[..., np.ndarray] = _whole_block
+        block_rows = whole.chunks[0]
+        options: dict[str, Any] = {}
+    else:
+        step = storage_block(source)[0]
+        rows = _merged_rows(step, source.shape[1], source.dtype.itemsize, target_bytes)
+        bounds = da.arange(source.shape[0], chunks=rows, dtype=np.int64)
+        first, wrapper, block_rows = (bounds, "i"), _streamed_block, bounds.chunks[0]
+        options = {"reader": CheckedReads(source)}
+    aligned: list[Any] = []
+    for values in per_row:
+        aligned += [da.from_array(values, chunks=(block_rows,)), "i"]
+    out_ind = "i" + "".join(chr(ord("k") + n) for n in range(len(tail)))
+    out_rows = block_rows if rows_out is None else (rows_out,) * len(block_rows)
+    mapped: da.Array = da.blockwise(
+        functools.partial(wrapper, func=func),
+        out_ind,
+        *first,
+        *aligned,
+        new_axes=dict(zip(out_ind[1:], tail, strict=True)),
+        adjust_chunks={"i": out_rows},
+        concatenate=True,
+        dtype=dtype,
+        meta=np.empty((0,) * (1 + len(tail)), dtype=dtype),
+        **options,
+        **kwargs,
+    )
+    return mapped
 
 
 def take_rows(x: da.Array, rows: np.ndarray) -> da.Array:

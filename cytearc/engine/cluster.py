@@ -8,11 +8,18 @@ scheduler address, the path of its scheduler file (``dask scheduler
 --scheduler-file``) or a :class:`distributed.Client`; without ``cluster=``,
 the environment variable ``CYTEARC_CLUSTER`` gives one. On every cluster the
 tasks run with one BLAS thread (:func:`cytepool.compute.limit_blas_threads`).
+
+The processes that run CyteArc's tasks on one machine (the workers of the
+local cluster as they start, this process when it is the threaded engine)
+load the compiled kernels of :mod:`cytearc.utils.kernels` in a background
+thread (:func:`warm_kernels`), while the engine's first work (an import)
+reads its input, instead of in the first normalization's tasks.
 """
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import sys
 import threading
@@ -21,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
 from distributed import Client, LocalCluster
+from distributed.diagnostics.plugin import WorkerPlugin
 
 from cytearc.engine.budget import Budget, resolve_budget
 from cytearc.errors import EngineConfigError
@@ -41,6 +49,7 @@ __all__ = [
     "shutdown",
     "start_local_cluster",
     "task_memory",
+    "warm_kernels",
 ]
 
 
@@ -50,6 +59,50 @@ UNPLANNED_TASK_MEMORY: Final = 2**30
 _lock = threading.Lock()
 _local: Engine | None = None
 _external: dict[str, Engine] = {}
+_warming: threading.Thread | None = None
+
+
+def _warm() -> None:
+    try:
+        from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
+        kernels.warm()
+    except Exception:
+        # the kernels' first real call compiles them and raises what failed
+        logging.getLogger(__name__).debug("warming CyteArc's kernels failed", exc_info=True)
+
+
+def warm_kernels() -> threading.Thread:
+    """Load CyteArc's compiled kernels in a background thread of this process, once.
+
+    :func:`cytearc.utils.kernels.warm` (numba's import and disk cache, about
+    half a second) runs in a daemon thread, so the first task that
+    normalizes or pools does not wait for it.
+
+    Returns
+    -------
+    threading.Thread
+        The thread (the same one on every call in the process).
+
+    Examples
+    --------
+    >>> warm_kernels().join()
+    """
+    global _warming  # noqa: PLW0603 (one warm-up per process)
+    with _lock:
+        if _warming is None:
+            _warming = threading.Thread(target=_warm, name="cytearc-warm-kernels", daemon=True)
+            _warming.start()
+        return _warming
+
+
+class _WarmKernels(WorkerPlugin):
+    """Each worker of the local cluster warms the kernels as it starts (:func:`warm_kernels`)."""
+
+    name = "cytearc-warm-kernels"
+
+    def setup(self, worker: object) -> None:
+        warm_kernels()
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -185,9 +238,11 @@ def get_engine(
     if cluster is None and os.environ.get(CLUSTER_VARIABLE):
         cluster = os.environ[CLUSTER_VARIABLE]
     if cluster == "threads":
-        return Engine(
+        threaded = Engine(
             client=None, budget=resolve_budget(mem_budget, 1 if workers is None else workers)
         )
+        warm_kernels()
+        return threaded
     if isinstance(cluster, Client):
         return Engine(client=cluster, budget=None)
     if isinstance(cluster, str):
@@ -213,6 +268,7 @@ def get_engine(
             return _local
         local = start_local_cluster(budget)
         client = Client(local, set_as_default=False)
+        client.register_plugin(_WarmKernels())
         _local = Engine(client=client, budget=budget, local=local)
         print(f"CyteArc engine: {budget}; dashboard {client.dashboard_link}", file=sys.stderr)
         return _local

@@ -39,7 +39,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from cytearc.assays.modalities import assay_class
-from cytearc.engine.arrays import take_rows
+from cytearc.engine.arrays import map_row_pieces, take_rows
 from cytearc.errors import NegativeCountsError, StaleArtifactError
 from cytearc.ops.arguments import parse_bool, parse_choice, parse_float
 from cytearc.ops.publication import reuse_or_publish
@@ -47,6 +47,8 @@ from cytearc.ops.selection import SelectionLike, publish_measured_selection, rea
 from cytearc.utils.moments import ColumnMoments
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from cytearc.artifacts import Artifact, ArtifactWriter
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
@@ -69,6 +71,7 @@ __all__ = [
     "normalized_graph",
     "normalized_statistics",
     "normalized_values",
+    "piece_statistics",
     "tfidf_idf",
 ]
 
@@ -296,32 +299,103 @@ def normalized_statistics(
     ...                _band_statistics(normalized_block(counts, library, **options)))
     True
     """
+    return piece_statistics(
+        iter([(0, np.asarray(block))]),
+        np.ones(len(library), dtype=bool),
+        np.asarray(library),
+        method=method,
+        target_sum=target_sum,
+        log1p=log1p,
+        idf=idf,
+    )
+
+
+def piece_statistics(
+    pieces: Iterator[tuple[int, np.ndarray]],
+    keep: np.ndarray,
+    library: np.ndarray,
+    *,
+    method: str,
+    target_sum: float,
+    log1p: bool,
+    idf: np.ndarray | None = None,
+) -> np.ndarray:
+    """:func:`normalized_statistics` of the kept rows of a band of counts that arrives in pieces.
+
+    The band's rows come as consecutive pieces
+    (:func:`~cytearc.engine.arrays.map_row_pieces`); each piece's non-zero
+    counts are listed, normalized, while it is in the CPU's cache, and the
+    statistics follow from the list: the same entries in the same order as
+    from the dense band of the kept rows, so the same bits.
+
+    Parameters
+    ----------
+    pieces
+        ``(offset, piece)``: rows ``offset:offset + len(piece)`` of the band,
+        every feature; a piece may be overwritten by the next.
+    keep
+        bool per row of the band: the rows normalized (the selected cells).
+    library
+        The library size of each row of the band.
+    method, target_sum, log1p, idf
+        As in :func:`normalized_block` (non-negative counts).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, ``(BAND_STATISTICS, n_features)``.
+
+    Examples
+    --------
+    >>> counts, library = np.array([[1, 0], [9, 9], [2, 5]]), np.array([1.0, 18.0, 7.0])
+    >>> keep = np.array([True, False, True])
+    >>> options = dict(method="library_size", target_sum=10.0, log1p=True)
+    >>> pieces = iter([(0, counts[:2]), (2, counts[2:])])
+    >>> np.array_equal(piece_statistics(pieces, keep, library, **options),
+    ...                normalized_statistics(counts[keep], library[keep], **options))
+    True
+    """
     if method == "clr":
+        kept = [piece[keep[offset : offset + len(piece)]] for offset, piece in pieces]
+        block = np.concatenate(kept) if kept else np.zeros((0, 0))
         return _band_statistics(
-            normalized_block(block, library, method=method, target_sum=target_sum, log1p=log1p)
+            normalized_block(
+                block, library[keep], method=method, target_sum=target_sum, log1p=log1p
+            )
         )
     from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
 
-    counts = np.ascontiguousarray(block)
-    n, n_columns = counts.shape
-    if n == 0:
-        return _band_statistics(np.zeros(counts.shape, np.float32))
-    size = np.count_nonzero(counts)
-    values, columns = np.empty(size), np.empty(size, np.intp)
     none = np.empty(0)
     scale = none if method == "none" else _cell_scale(library, target_sum)
-    weights = none
-    if method == "tfidf":
-        assert idf is not None
-        weights = np.asarray(idf, np.float64)
-    kernels.normalized_entries(counts, scale, weights, values, columns)
+    weights = none if idf is None or method != "tfidf" else np.asarray(idf, np.float64)
+    values, columns = np.empty(0), np.empty(0, np.intp)
+    size, n_columns = 0, None
+    for offset, piece in pieces:
+        rows = keep[offset : offset + len(piece)]
+        part = piece if rows.all() else piece[rows]
+        n_columns = piece.shape[1]
+        needed = size + int(np.count_nonzero(part))
+        if needed > len(values):
+            # the band's entries, extrapolated from its rows so far
+            estimate = needed * len(keep) * 11 // (10 * (offset + len(piece)))
+            capacity = max(needed, estimate, len(values) + len(values) // 4)
+            values = np.concatenate([values[:size], np.empty(capacity - size)])
+            columns = np.concatenate([columns[:size], np.empty(capacity - size, np.intp)])
+        part_scale = none if method == "none" else scale[offset : offset + len(piece)][rows]
+        size += kernels.normalized_entries(
+            np.ascontiguousarray(part), part_scale, weights, values[size:], columns[size:]
+        )
+    n = int(np.count_nonzero(keep))
+    if n_columns is None or n == 0:
+        return _band_statistics(np.zeros((0, 0 if n_columns is None else n_columns), np.float32))
+    values, columns = values[:size], columns[:size]
     if log1p and method != "none":
         np.log1p(values, out=values)
     detected = np.zeros(n_columns, np.int64)
     smallest, high = np.full(n_columns, np.inf), np.zeros(n_columns)
     # each value as float32 stores it; one below float32's smallest is stored as a zero
-    kept = kernels.float32_entries(values, columns, detected, smallest, high)
-    entries, columns = values[:kept], columns[:kept]
+    stored = kernels.float32_entries(values, columns, detected, smallest, high)
+    entries, columns = values[:stored], columns[:stored]
     low = np.where(detected == n, smallest, 0.0)
     log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
     linear = _linear_moments(n, columns, entries, low=low, high=high)
@@ -860,14 +934,17 @@ def normalize(
             )
             statistics = band_statistics(data)
         else:
-            counts, library = _counts_and_library(source, rows)
-            statistics = da.map_blocks(
-                _band_normalized_statistics,
-                counts,
-                library[:, None],
-                **options,
+            keep = np.zeros(source.shape[0], dtype=bool)
+            keep[rows] = True
+            statistics = map_row_pieces(
+                source.row_source("counts"),
+                piece_statistics,
+                keep,
+                source.summary("rowSums").astype(np.float64),
+                rows_out=BAND_STATISTICS,
+                tail=(n_features,),
                 dtype=np.float64,
-                chunks=((BAND_STATISTICS,) * len(counts.chunks[0]), (n_features,)),
+                **options,
             )
         (stacked,) = writer.run(folded_band_statistics(statistics))
         writer.write("rows", rows)
@@ -921,12 +998,6 @@ def tfidf_idf(column_sums: np.ndarray, *, n_cells: int) -> np.ndarray:
 
 def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:
     return normalized_block(block, library[:, 0], **options)
-
-
-def _band_normalized_statistics(
-    block: np.ndarray, library: np.ndarray, **options: Any
-) -> np.ndarray:
-    return normalized_statistics(block, library[:, 0], **options)
 
 
 def _refuse_negative(ds: AnalysisStore, source: Assay, rows: np.ndarray, *, operation: str) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import numpy as np
 import zarr
@@ -575,6 +575,22 @@ class CompositeAssay(Assay):
         """The codec of the first source's counts (what a copy of these counts is written with)."""
         first = next(iter(self._sources.stores.values()))
         return first.assays[self._sources.manifest.assay].compressor
+
+    def row_source(self, name: Literal["counts", "countsT"] = "counts") -> da.Array:
+        """What :func:`~cytearc.engine.arrays.map_row_pieces` reads of ``counts`` or ``countsT``: the lazy virtual array.
+
+        Parameters
+        ----------
+        name
+            ``"counts"`` or ``"countsT"``.
+
+        Returns
+        -------
+        dask.array.Array
+            :attr:`counts` or :attr:`countsT`.
+        """
+        lazy: da.Array = self.countsT if name == "countsT" else self.counts
+        return lazy
 
     def stored_arrays(self) -> tuple[zarr.Array[Any], zarr.Array[Any] | None]:
         """A composite stores no count arrays.

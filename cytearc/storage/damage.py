@@ -19,6 +19,7 @@ array lacks for :mod:`cytearc.storage.verify` to weigh, whose findings are
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import itertools
 import math
@@ -35,7 +36,7 @@ from zarr.storage import FsspecStore, LocalStore
 
 from cytearc.errors import CyteArcError, StoreDamageError, StoreFormatError
 from cytearc.storage.nodes import ACCESS_ERRORS, access_error
-from cytearc.storage.shards import read_shards
+from cytearc.storage.shards import read_shards, row_pieces, streams_rows
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -50,6 +51,7 @@ __all__ = [
     "VerifyReport",
     "locate_failure",
     "missing_units",
+    "naming_damage",
     "read_region",
     "store_location",
     "unit_key",
@@ -300,10 +302,39 @@ def read_region(array: zarr.Array[Any], selection: Any) -> np.ndarray:  # noqa: 
         The storage could not be read (a remote store that did not answer
         after its retries).
     """
-    _refuse_unbounded_decoding(array)
-    try:
+    with naming_damage(array, selection):
         whole = read_shards(array, selection)
         return np.asarray(array[selection]) if whole is None else whole
+
+
+@contextlib.contextmanager
+def naming_damage(array: zarr.Array[Any], selection: Any) -> Iterator[None]:  # noqa: ANN401 (any Zarr selection)
+    """A context in which reading ``selection`` of ``array`` raises :class:`StoreDamageError` naming a damaged chunk.
+
+    Parameters
+    ----------
+    array
+        A Zarr array.
+    selection
+        The region read inside the context (for the message).
+
+    Yields
+    ------
+    None
+        Read inside the context.
+
+    Raises
+    ------
+    StoreDamageError
+        A chunk of the region fails its checksum or cannot be decoded.
+    StoreFormatError
+        Variable-length values are stored without a compressor after them.
+    StoreAccessError
+        The storage could not be read.
+    """
+    _refuse_unbounded_decoding(array)
+    try:
+        yield
     except CyteArcError:
         raise
     except DECODE_ERRORS as exc:
@@ -337,6 +368,30 @@ class CheckedReads:
 
     def __getitem__(self, selection: Any) -> np.ndarray:  # noqa: ANN401 (any Zarr selection)
         return read_region(self.array, selection)
+
+    def row_pieces(self, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Rows ``start:stop`` over every column, in pieces (:func:`~cytearc.storage.shards.row_pieces`).
+
+        A damaged chunk raises :class:`StoreDamageError` naming it, as
+        :func:`read_region` does. An array in another layout, or rows that
+        are not whole shards, are read whole, as one piece.
+
+        Parameters
+        ----------
+        start, stop
+            The rows.
+
+        Yields
+        ------
+        tuple of int and numpy.ndarray
+            ``(offset, piece)``; the piece is overwritten by the next one.
+        """
+        selection = (slice(start, stop), slice(None))
+        if not streams_rows(self.array):
+            yield 0, read_region(self.array, selection)
+            return
+        with naming_damage(self.array, selection):
+            yield from row_pieces(self.array, start, stop)
 
     def __dask_tokenize__(self) -> object:
         return ("cytearc.CheckedReads", normalize_token(self.array))

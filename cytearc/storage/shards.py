@@ -29,9 +29,11 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     import zarr
 
-__all__ = ["read_shards"]
+__all__ = ["read_shards", "row_pieces", "streams_rows"]
 
 _EMPTY: Final = 2**64 - 1
 """The offset and length the shard index gives an inner chunk that is not stored."""
@@ -111,6 +113,58 @@ def _shard_ranges(
     return ranges
 
 
+class _Shard:
+    """One stored shard: its bytes and its index of inner chunks (checked against its crc32c)."""
+
+    def __init__(self, data: bytes, *, shard: tuple[int, ...], chunk: tuple[int, ...]) -> None:
+        self.per_shard = tuple(s // c for s, c in zip(shard, chunk, strict=True))
+        n_chunks = math.prod(self.per_shard)
+        size = n_chunks * _ENTRY
+        if len(data) < size + _CHECKSUM:
+            msg = f"the shard holds {len(data)} bytes, fewer than its index of {size + _CHECKSUM}"
+            raise ValueError(msg)
+        self.end = len(data) - size - _CHECKSUM
+        raw_index = data[self.end : len(data) - _CHECKSUM]
+        stored = int.from_bytes(data[len(data) - _CHECKSUM :], "little")
+        if google_crc32c.value(raw_index) != stored:
+            msg = "the shard index does not match its crc32c checksum"
+            raise ValueError(msg)
+        self.index = np.frombuffer(raw_index, dtype="<u8").reshape((*self.per_shard, 2))
+        self.view = memoryview(data)
+        self.chunk = chunk
+
+    def decode(
+        self,
+        position: tuple[int, ...],
+        target: np.ndarray,
+        *,
+        codec: Zstd,
+        fill: Any,  # noqa: ANN401 (the array's fill value)
+    ) -> None:
+        """Decode the inner chunk at ``position`` into ``target``, its part of the result (clipped at the array's edge)."""
+        offset, length = (int(v) for v in self.index[position])
+        if offset == _EMPTY and length == _EMPTY:
+            target[...] = fill
+            return
+        if offset + length > self.end:
+            msg = f"inner chunk {position} points past the shard's data"
+            raise ValueError(msg)
+        frame = self.view[offset : offset + length]
+        chunk_bytes = math.prod(self.chunk) * target.dtype.itemsize
+        whole = target.size == math.prod(self.chunk) and target.flags.c_contiguous
+        if whole and _zstd_content_size(frame) == chunk_bytes:
+            codec.decode(
+                frame, out=target
+            )  # numcodecs checks the frame decodes to its declared size
+            return
+        decoded = codec.decode(frame)
+        if len(decoded) != chunk_bytes:
+            msg = f"inner chunk {position} decodes to {len(decoded)} bytes, expected {chunk_bytes}"
+            raise ValueError(msg)
+        values = np.frombuffer(decoded, dtype=target.dtype).reshape(self.chunk)
+        target[...] = values[tuple(slice(0, n) for n in target.shape)]
+
+
 def _decode_shard(
     data: bytes | None,
     out: np.ndarray,
@@ -123,51 +177,131 @@ def _decode_shard(
     if data is None:
         out[...] = fill
         return
-    per_shard = tuple(s // c for s, c in zip(shard, chunk, strict=True))
-    n_chunks = math.prod(per_shard)
-    size = n_chunks * _ENTRY
-    if len(data) < size + _CHECKSUM:
-        msg = f"the shard holds {len(data)} bytes, fewer than its index of {size + _CHECKSUM}"
-        raise ValueError(msg)
-    raw_index = data[len(data) - size - _CHECKSUM : len(data) - _CHECKSUM]
-    stored = int.from_bytes(data[len(data) - _CHECKSUM :], "little")
-    if google_crc32c.value(raw_index) != stored:
-        msg = "the shard index does not match its crc32c checksum"
-        raise ValueError(msg)
-    index = np.frombuffer(raw_index, dtype="<u8").reshape(n_chunks, 2)
+    stored = _Shard(data, shard=shard, chunk=chunk)
     codec = Zstd()
-    itemsize = out.dtype.itemsize
-    chunk_bytes = math.prod(chunk) * itemsize
-    view = memoryview(data)
-    for position, (offset, length) in zip(
-        itertools.product(*(range(g) for g in per_shard)), index.tolist(), strict=True
-    ):
+    for position in itertools.product(*(range(g) for g in stored.per_shard)):
         region = tuple(
             slice(min(p * c, n), min((p + 1) * c, n))
             for p, c, n in zip(position, chunk, out.shape, strict=True)
         )
-        if any(r.start >= r.stop for r in region):
-            continue
-        if offset == _EMPTY and length == _EMPTY:
-            out[region] = fill
-            continue
-        if offset + length > len(data) - size - _CHECKSUM:
-            msg = f"inner chunk {position} points past the shard's data"
-            raise ValueError(msg)
-        frame = view[offset : offset + length]
-        target = out[region]
-        whole = target.size == math.prod(chunk) and target.flags.c_contiguous
-        if whole and _zstd_content_size(frame) == chunk_bytes:
-            codec.decode(
-                frame, out=target
-            )  # numcodecs checks the frame decodes to its declared size
-            continue
-        decoded = codec.decode(frame)
-        if len(decoded) != chunk_bytes:
-            msg = f"inner chunk {position} decodes to {len(decoded)} bytes, expected {chunk_bytes}"
-            raise ValueError(msg)
-        values = np.frombuffer(decoded, dtype=out.dtype).reshape(chunk)
-        target[...] = values[tuple(slice(0, r.stop - r.start) for r in region)]
+        if all(r.start < r.stop for r in region):
+            stored.decode(position, out[region], codec=codec, fill=fill)
+
+
+def _fetch(array: zarr.Array[Any], coords: tuple[int, ...]) -> bytes | None:
+    """The bytes of the shard at ``coords``, or None when it is not stored (all fill values)."""
+    prefix = f"{array.path}/" if array.path else ""
+    key = prefix + array.metadata.encode_chunk_key(coords)
+    buffer = sync(array.store.get(key, prototype=default_buffer_prototype()))
+    return None if buffer is None else buffer.to_bytes()
+
+
+def streams_rows(array: zarr.Array[Any]) -> bool:
+    """Whether :func:`row_pieces` decodes ``array``'s row blocks piece by piece (a 2-D array in CyteArc's layout).
+
+    Parameters
+    ----------
+    array
+        A Zarr array.
+
+    Returns
+    -------
+    bool
+        True for a 2-D sharded array whose inner chunks are ``bytes`` then
+        ``zstd`` (every count matrix CyteArc writes).
+
+    Examples
+    --------
+    >>> import zarr
+    >>> from zarr.codecs import BytesCodec, ZstdCodec
+    >>> z = zarr.create_array(store={}, shape=(6, 4), shards=(4, 4), chunks=(2, 4), dtype="u2",
+    ...                       serializer=BytesCodec(), compressors=[ZstdCodec()])
+    >>> streams_rows(z), streams_rows(zarr.create_array(store={}, shape=(6, 4), dtype="u2"))
+    (True, False)
+    """
+    return array.ndim == 2 and array.shards is not None and _shard_codec(array) is not None
+
+
+def row_pieces(array: zarr.Array[Any], start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+    """Rows ``start:stop`` (whole shards) of ``array`` over every column, one row of inner chunks at a time.
+
+    Each piece is decoded into the same buffer, a row of inner chunks across
+    every column (about a megabyte, so it stays in the CPU's cache while it
+    is used), and handed over before the next is decoded: a reduction over
+    the pieces never holds the dense block, nor pays for the page faults of
+    allocating it. Only the shards of the current row of shards are held,
+    as stored (compressed).
+
+    Parameters
+    ----------
+    array
+        A Zarr array for which :func:`streams_rows` holds.
+    start, stop
+        Rows starting and ending on shard boundaries (``stop`` may be the
+        array's length).
+
+    Yields
+    ------
+    tuple of int and numpy.ndarray
+        ``(offset, piece)``: the piece's first row relative to ``start`` and
+        its values, rows x every column. The piece is overwritten by the
+        next one; copy what must outlive it.
+
+    Raises
+    ------
+    ValueError
+        ``array`` does not stream (:func:`streams_rows`), the rows are not
+        whole shards, a shard's index fails its checksum, or an inner chunk
+        points past the shard or decodes to the wrong size.
+    RuntimeError
+        zstd cannot decode an inner chunk (its checksum fails).
+
+    Examples
+    --------
+    >>> import zarr
+    >>> from zarr.codecs import BytesCodec, ZstdCodec
+    >>> z = zarr.create_array(store={}, shape=(6, 4), shards=(4, 4), chunks=(2, 4), dtype="u2",
+    ...                       serializer=BytesCodec(), compressors=[ZstdCodec()])
+    >>> z[:] = np.arange(24).reshape(6, 4)
+    >>> [(offset, piece.sum(axis=1).tolist()) for offset, piece in row_pieces(z, 0, 6)]
+    [(0, [6, 22]), (2, [38, 54]), (4, [70, 86])]
+    """
+    codec = _shard_codec(array)
+    if codec is None or array.shards is None or array.ndim != 2:
+        msg = f"row_pieces: {array.path or 'the array'} is not a 2-D array in CyteArc's sharded layout"
+        raise ValueError(msg)
+    shard, chunk = tuple(array.shards), tuple(codec.chunk_shape)
+    shape = tuple(array.shape)
+    ranges = _shard_ranges((slice(start, stop),), shape, shard)
+    if ranges is None:
+        msg = f"row_pieces: rows {start}:{stop} of {shape[0]} do not start and end on shards of {shard[0]} rows"
+        raise ValueError(msg)
+    zstd = Zstd()
+    fill = array.fill_value
+    buffer = np.empty((chunk[0], shape[1]), dtype=array.dtype)
+    for shard_row in ranges[0]:
+        stored = [(column, _fetch(array, (shard_row, column))) for column in ranges[1]]
+        parts = [
+            (column, None if data is None else _Shard(data, shard=shard, chunk=chunk))
+            for column, data in stored
+        ]
+        first = shard_row * shard[0]
+        for inner_row in range(shard[0] // chunk[0]):
+            top = first + inner_row * chunk[0]
+            if top >= shape[0]:
+                break
+            piece = buffer[: min(chunk[0], shape[0] - top)]
+            for column, part in parts:
+                for inner_column in range(shard[1] // chunk[1]):
+                    left = column * shard[1] + inner_column * chunk[1]
+                    if left >= shape[1]:
+                        break
+                    target = piece[:, left : min(left + chunk[1], shape[1])]
+                    if part is None:
+                        target[...] = fill
+                    else:
+                        part.decode((inner_row, inner_column), target, codec=zstd, fill=fill)
+            yield top - start, piece
 
 
 def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  # noqa: ANN401 (any selection)
@@ -218,20 +352,12 @@ def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  #
     starts = [r.start * u for r, u in zip(ranges, shard, strict=True)]
     stops = [min(r.stop * u, n) for r, u, n in zip(ranges, shard, shape, strict=True)]
     out = np.empty([b - a for a, b in zip(starts, stops, strict=True)], dtype=array.dtype)
-    prefix = f"{array.path}/" if array.path else ""
-    prototype = default_buffer_prototype()
     for coords in itertools.product(*ranges):
-        key = prefix + array.metadata.encode_chunk_key(coords)
-        buffer = sync(array.store.get(key, prototype=prototype))
         region = tuple(
             slice(c * u - a, min((c + 1) * u, n) - a)
             for c, u, a, n in zip(coords, shard, starts, shape, strict=True)
         )
         _decode_shard(
-            None if buffer is None else buffer.to_bytes(),
-            out[region],
-            shard=shard,
-            chunk=chunk,
-            fill=array.fill_value,
+            _fetch(array, coords), out[region], shard=shard, chunk=chunk, fill=array.fill_value
         )
     return out

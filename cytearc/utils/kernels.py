@@ -17,7 +17,7 @@ cache when a cache folder is writable.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Final, TypeVar, cast
 
 import numba
 import numpy as np
@@ -33,6 +33,7 @@ __all__ = [
     "normalized_entries",
     "pair_entries",
     "pair_squares",
+    "warm",
 ]
 
 _F = TypeVar("_F", bound="Callable[..., object]")
@@ -318,3 +319,39 @@ def column_squares(
         column = columns[i]
         deviation = values[i] - mean[column]
         squares[column] += deviation * deviation
+
+
+WARM_DTYPES: Final = (np.uint8, np.uint16, np.uint32)
+"""The count dtypes :func:`warm` loads the kernels for (the unsigned storage dtypes of real counts)."""
+
+
+def warm() -> None:
+    """Load every kernel of this module for :data:`WARM_DTYPES` (from numba's disk cache, else compile it).
+
+    numba loads a kernel on its first call with each signature; a process
+    that calls this while it waits (a worker starting, an import reading its
+    input) spares the first normalization or pooling about half a second.
+
+    Examples
+    --------
+    >>> warm()
+    """
+    one, row = np.ones(1), np.zeros(1, np.intp)
+    for dtype in WARM_DTYPES:
+        block = np.ones((1, 1), dtype)
+        normalized_entries(block, one, one, np.empty(1), np.empty(1, np.intp))
+        pair_entries(
+            block,
+            one,
+            row.astype(np.int64),
+            0,
+            np.zeros((2, 1, 1)),
+            np.zeros((1, 1)),
+            np.empty(1),
+            np.empty(1, np.int64),
+        )
+    values = np.ones(1)
+    float32_entries(values, row, np.zeros(1, np.int64), np.ones(1), np.ones(1))
+    column_sums(row, values, np.zeros(1), np.zeros(1, np.int64))
+    column_squares(row, values, np.zeros(1), np.zeros(1))
+    pair_squares(row.astype(np.int64), values, np.zeros((1, 1)), np.zeros((1, 1)))

@@ -14,6 +14,7 @@ from dask.core import get_dependencies
 from cytearc.engine.arrays import (
     aligned_rows,
     fold_rows,
+    map_row_pieces,
     open_lazy,
     store_aligned,
     take_rows,
@@ -159,3 +160,58 @@ def test_take_rows_refuses_unordered_rows() -> None:
     for rows in ([3, 1], [2, 2], [0, 10], [-1, 4]):
         with pytest.raises(ValueError, match="increasing unique rows"):
             take_rows(x, np.array(rows))
+
+
+def _row_maxima(pieces: Any, keep: np.ndarray, *, offset_by: int) -> np.ndarray:
+    out = np.zeros(len(keep), dtype=np.int64)
+    for offset, piece in pieces:
+        out[offset : offset + len(piece)] = piece.max(axis=1) + offset_by
+    return np.stack([np.where(keep, out, -1), np.arange(len(keep))], axis=1)
+
+
+@pytest.mark.parametrize("target_bytes", [None, 30_000])
+def test_map_row_pieces_streams_stored_shards_as_the_lazy_array_reads_them(
+    monkeypatch: pytest.MonkeyPatch, target_bytes: int | None
+) -> None:
+    """A stored array in CyteArc's layout is read piece by piece, never as dense blocks; a lazy one whole."""
+    from zarr.codecs import BytesCodec, ZstdCodec  # noqa: PLC0415
+
+    rng = np.random.default_rng(1)
+    values = rng.integers(0, 9, (1000, 30)).astype("u2")
+    stored = zarr.create_array(
+        store={},
+        shape=values.shape,
+        shards=(200, 30),
+        chunks=(50, 30),
+        dtype="u2",
+        serializer=BytesCodec(),
+        compressors=[ZstdCodec()],
+    )
+    stored[...] = values
+    keep = rng.random(1000) < 0.5
+    options: dict[str, Any] = {"rows_out": None, "tail": (2,), "dtype": np.int64, "offset_by": 3}
+    lazy = map_row_pieces(
+        open_lazy(stored), _row_maxima, keep, target_bytes=target_bytes, **options
+    )
+    expected = np.where(keep, values.max(axis=1).astype(np.int64) + 3, -1)
+    blocks = (200,) * 5 if target_bytes is None else (400, 400, 200)
+    assert lazy.chunks == (blocks, (2,))
+    from cytearc.storage import damage  # noqa: PLC0415
+
+    def dense(*args: object) -> None:
+        raise AssertionError("a streamed read decoded a dense block")
+
+    monkeypatch.setattr(damage.CheckedReads, "__getitem__", dense)
+    streamed = map_row_pieces(stored, _row_maxima, keep, target_bytes=target_bytes, **options)
+    assert streamed.chunks == lazy.chunks
+    computed = streamed.compute(scheduler="sync")
+    np.testing.assert_array_equal(computed[:, 0], expected)
+    starts = np.concatenate([np.arange(n) for n in streamed.chunks[0]])
+    np.testing.assert_array_equal(computed[:, 1], starts)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(lazy.compute(scheduler="sync"), computed)
+
+
+def test_map_row_pieces_refuses_per_row_values_of_another_length() -> None:
+    with pytest.raises(ValueError, match=r"one value per row \(1000\)"):
+        map_row_pieces(_array(), _row_maxima, np.ones(3, bool), rows_out=None, tail=(2,), dtype=int)

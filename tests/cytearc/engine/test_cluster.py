@@ -69,6 +69,34 @@ def test_local_workers_keep_the_heap_policy_of_their_environment(
     assert dask.config.get("distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_") == 65536
 
 
+def _kernels_warmed() -> bool:
+    import sys  # noqa: PLC0415 (run on a worker)
+
+    from cytearc.engine import cluster  # noqa: PLC0415
+
+    warming = cluster._warming
+    if warming is None:
+        return False
+    warming.join()
+    kernels = sys.modules.get("cytearc.utils.kernels")
+    return kernels is not None and all(
+        len(kernel.signatures) >= 3 for kernel in (kernels.normalized_entries, kernels.pair_entries)
+    )
+
+
+@pytest.mark.slow
+def test_local_workers_warm_the_kernels_as_they_start(clean_engine: None) -> None:
+    """Each worker of the local cluster loads the compiled kernels in a thread as it starts."""
+    engine = get_engine(mem_budget="1GiB", workers=2)
+    assert list(engine.client.run(_kernels_warmed).values()) == [True, True]
+
+
+def test_the_threaded_engine_warms_the_kernels_in_this_process(clean_engine: None) -> None:
+    get_engine(cluster="threads")
+    assert engine_cluster.warm_kernels() is engine_cluster._warming
+    assert _kernels_warmed()
+
+
 def test_given_client_is_used(clean_engine: None) -> None:
     """A distributed.Client passed as cluster= is used as is, with its workers' limits."""
     with (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cytearc.artifacts.store import SPILL_GROUP
 from cytearc.errors import StaleArtifactError
@@ -24,6 +27,7 @@ from cytearc.ops.normalize import (
     normalized_cells,
     normalized_statistics,
     normalized_values,
+    piece_statistics,
 )
 from cytepool.testing import raise_if_dask_computes
 
@@ -188,6 +192,33 @@ def test_statistics_from_the_non_zeros_equal_those_of_the_dense_band(
     np.testing.assert_array_equal(
         _bits(normalized_statistics(empty, library[:0], **options)),
         _bits(_band_statistics(normalized_block(empty, library[:0], **options))),
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    method=st.sampled_from(["library_size", "tfidf", "none", "clr"]),
+    cuts=st.lists(st.integers(0, 40), max_size=6),
+    kept=st.sampled_from([0.0, 0.5, 1.0]),
+)
+def test_statistics_of_pieces_equal_those_of_the_kept_rows(
+    seed: int, method: str, cuts: list[int], kept: float
+) -> None:
+    """A band in any pieces, with any rows left out, has the bits of the band of its kept rows."""
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(0.5, size=(40, 17)).astype(np.uint16)
+    counts[:, 3] = 2
+    library = counts.sum(axis=1, dtype=np.float64)
+    keep = rng.random(40) < kept
+    options: dict[str, Any] = {"method": method, "target_sum": 1e4, "log1p": method != "none"}
+    if method == "tfidf":
+        options["idf"] = 40 / (1.0 + rng.integers(0, 40, size=17))
+    bounds = [0, *sorted(set(cuts)), 40]
+    pieces = [(a, counts[a:b].copy()) for a, b in itertools.pairwise(bounds) if b > a]
+    expected = normalized_statistics(counts[keep], library[keep], **options)
+    np.testing.assert_array_equal(
+        _bits(piece_statistics(iter(pieces), keep, library, **options)), _bits(expected)
     )
 
 

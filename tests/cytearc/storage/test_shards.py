@@ -15,8 +15,8 @@ from zarr.codecs import BytesCodec, GzipCodec, TransposeCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 from cytearc.errors import StoreDamageError
-from cytearc.storage.damage import DECODE_ERRORS, read_region
-from cytearc.storage.shards import _zstd_content_size, read_shards
+from cytearc.storage.damage import DECODE_ERRORS, CheckedReads, read_region
+from cytearc.storage.shards import _zstd_content_size, read_shards, row_pieces, streams_rows
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -196,3 +196,84 @@ def test_the_zstd_header_gives_the_decoded_size(size: int) -> None:
 def test_bytes_that_are_not_a_zstd_frame_declare_no_size() -> None:
     assert _zstd_content_size(memoryview(b"\x00" * 16)) is None
     assert _zstd_content_size(memoryview(Zstd().encode(b"abc")[:5])) is None
+
+
+@st.composite
+def _matrices(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, int], tuple[int, int], int]:
+    chunks = (draw(st.integers(1, 4)), draw(st.integers(1, 5)))
+    shards = (chunks[0] * draw(st.integers(1, 3)), chunks[1] * draw(st.integers(1, 3)))
+    shape = (draw(st.integers(1, 3 * shards[0] + 1)), draw(st.integers(1, 3 * shards[1] + 1)))
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    density = draw(st.sampled_from([0.0, 0.1, 1.0]))
+    values = (rng.random(shape) < density) * rng.integers(1, 100, shape)
+    return values.astype(dtype), shards, chunks, draw(st.integers(0, 2**16))
+
+
+def _assembled(
+    pieces: Any, shape: tuple[int, ...], dtype: np.dtype
+) -> tuple[np.ndarray, list[int]]:
+    out, sizes, expected_offset = np.full(shape, 99, dtype=dtype), [], 0
+    for offset, piece in pieces:
+        assert offset == expected_offset, "pieces arrive in row order, without gaps"
+        out[offset : offset + len(piece)] = piece
+        sizes.append(len(piece))
+        expected_offset += len(piece)
+    assert expected_offset == shape[0]
+    return out, sizes
+
+
+@given(case=_matrices())
+def test_row_pieces_of_whole_shards_are_the_rows_zarr_reads(
+    case: tuple[np.ndarray, tuple[int, int], tuple[int, int], int],
+) -> None:
+    values, shards, chunks, seed = case
+    array = _array(MemoryStore(), values, shards=shards, chunks=chunks)
+    assert streams_rows(array)
+    rng = np.random.default_rng(seed)
+    n_shards = math.ceil(values.shape[0] / shards[0])
+    first = int(rng.integers(0, n_shards))
+    last = int(rng.integers(first, n_shards)) + 1
+    start, stop = first * shards[0], min(last * shards[0], values.shape[0])
+    rows, sizes = _assembled(
+        row_pieces(array, start, stop), (stop - start, values.shape[1]), values.dtype
+    )
+    np.testing.assert_array_equal(rows, values[start:stop])
+    assert max(sizes) <= chunks[0], "a piece is one row of inner chunks"
+
+
+def test_row_pieces_fill_shards_and_chunks_never_written() -> None:
+    array = _array(MemoryStore(), np.zeros((12, 6), "i4"), shards=(4, 3), chunks=(2, 3), fill=7)
+    array[4:6, 3:] = np.arange(6).reshape(2, 3)
+    rows, _ = _assembled(row_pieces(array, 0, 12), (12, 6), np.dtype("i4"))
+    np.testing.assert_array_equal(rows, array[...])
+
+
+@pytest.mark.parametrize(("start", "stop"), [(1, 8), (0, 6), (4, 4)])
+def test_row_pieces_refuse_rows_that_are_not_whole_shards(start: int, stop: int) -> None:
+    array = _array(MemoryStore(), np.ones((10, 4), "u2"), shards=(4, 4), chunks=(2, 4))
+    with pytest.raises(ValueError, match="do not start and end on shards"):
+        list(row_pieces(array, start, stop))
+
+
+def test_checked_reads_read_other_layouts_whole() -> None:
+    values = np.arange(40, dtype="u2").reshape(10, 4)
+    array = _array(MemoryStore(), values, shards=(4, 4), chunks=(2, 4), compressors=[GzipCodec()])
+    assert not streams_rows(array)
+    with pytest.raises(ValueError, match="not a 2-D array in CyteArc's sharded layout"):
+        list(row_pieces(array, 0, 4))
+    pieces = [(offset, piece.copy()) for offset, piece in CheckedReads(array).row_pieces(4, 8)]
+    assert len(pieces) == 1
+    np.testing.assert_array_equal(pieces[0][1], values[4:8])
+
+
+def test_a_damaged_inner_chunk_is_named_by_the_streamed_read(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 1000, (8, 64)).astype("u2")
+    array = _array(LocalStore(tmp_path / "s.zarr"), values, shards=(4, 64), chunks=(2, 64))
+    shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
+    _flip(shard, shard.stat().st_size // 3)
+    reads = CheckedReads(array)
+    _assembled(reads.row_pieces(0, 4), (4, 64), values.dtype)
+    with pytest.raises(StoreDamageError, match=r"x/c/1/0: inner chunk .* cannot be decoded"):
+        list(reads.row_pieces(4, 8))
