@@ -376,7 +376,7 @@ def map_row_pieces(
         Merge whole row blocks until a block holds about this many bytes
         of values (:func:`feature_bands`); None keeps one block per shard.
     **kwargs
-        Passed to ``func`` (large arrays are put in the graph once, not in
+        Passed to ``func`` (an array is put in the graph once, not in
         every task).
 
     Returns
@@ -424,6 +424,8 @@ def map_row_pieces(
     aligned: list[Any] = []
     for values in per_row:
         aligned += [da.from_array(values, chunks=(block_rows,)), "i"]
+    # one key each for the arrays every block reads, not a copy in every task
+    shared = {k: delayed(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
     out_ind = "i" + "".join(chr(ord("k") + n) for n in range(len(tail)))
     out_rows = block_rows if rows_out is None else (rows_out,) * len(block_rows)
     mapped: da.Array = da.blockwise(
@@ -437,7 +439,7 @@ def map_row_pieces(
         dtype=dtype,
         meta=np.empty((0,) * (1 + len(tail)), dtype=dtype),
         **options,
-        **kwargs,
+        **shared,
     )
     return mapped
 

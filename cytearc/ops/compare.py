@@ -23,7 +23,7 @@ import pandas as pd
 from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
-from cytearc.engine.arrays import feature_bands
+from cytearc.engine.arrays import map_row_pieces
 from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
@@ -42,7 +42,7 @@ from cytepool._versions import package_version
 from cytepool.locations import as_location
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
 
     from cytearc.assays import Assay
@@ -53,6 +53,30 @@ __all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "w
 
 INTEGER_LAYERS: Final = ("counts", "detected")
 VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
+LAYERS: Final = INTEGER_LAYERS + VALUE_LAYERS
+
+
+def _cell_scale(library: np.ndarray, target_sum: float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale: np.ndarray = np.where(library > 0, target_sum / library, 0.0)
+    return scale
+
+
+def _scaled_pair_sums(
+    block: np.ndarray, scale: np.ndarray, codes: np.ndarray, *, n_codes: int, cells_axis: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The five float64 sums of a dense block (see :func:`_pair_sums`), counts and detected not yet rounded."""
+    from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
+    block = np.ascontiguousarray(block)
+    n_features = block.shape[1 - cells_axis]
+    integers = np.zeros((2, n_codes, n_features))
+    values = np.zeros((3, n_codes, n_features))
+    size = np.count_nonzero(block)
+    linear, keys = np.empty(size), np.empty(size, np.int64)
+    k = kernels.pair_entries(block, scale, codes, cells_axis, integers, values[0], linear, keys)
+    kernels.pair_squares(keys[:k], np.log1p(linear[:k]), values[1], values[2])
+    return integers, values
 
 
 def _pair_sums(
@@ -76,20 +100,13 @@ def _pair_sums(
     orientation or on the scheduler; counts are added in float64 and
     rounded, as they were by ``numpy.bincount``.
     """
-    from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
-
-    block = np.ascontiguousarray(block)
-    n_features = block.shape[1 - cells_axis]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.where(library > 0, target_sum / library, 0.0)
-    integers = np.zeros((2, n_codes, n_features))
-    values = np.zeros((3, n_codes, n_features))
-    size = np.count_nonzero(block)
-    linear, keys = np.empty(size), np.empty(size, np.int64)
-    k = kernels.pair_entries(
-        block, scale, np.asarray(codes, np.int64), cells_axis, integers, values[0], linear, keys
+    integers, values = _scaled_pair_sums(
+        block,
+        _cell_scale(library, target_sum),
+        np.asarray(codes, np.int64),
+        n_codes=n_codes,
+        cells_axis=cells_axis,
     )
-    kernels.pair_squares(keys[:k], np.log1p(linear[:k]), values[1], values[2])
     return np.rint(integers).astype(np.int64), values
 
 
@@ -103,29 +120,47 @@ def _pool_block(
     return integers[None], values[None]
 
 
-def _pool_band(
-    block: np.ndarray, library: np.ndarray, codes: np.ndarray, *, n_codes: int, target_sum: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Sums of one ``countsT`` shard (a band of features over every cell)."""
-    return _pair_sums(block, library, codes, n_codes=n_codes, target_sum=target_sum, cells_axis=1)
+def _pool_pieces(
+    pieces: Iterator[tuple[int, np.ndarray]],
+    *,
+    library: np.ndarray,
+    codes: np.ndarray,
+    n_codes: int,
+    target_sum: float,
+) -> np.ndarray:
+    """The five sums of a band of ``countsT`` (features x every cell) that arrives in pieces of features.
+
+    Returns float64 ``(n_features, 5, n_codes)``: each feature's sums
+    (counts, detected, linear_sum, log_sum, log_sum_sq) per pair code, the
+    first two not yet rounded. A feature's sums are all in one piece, added
+    in increasing cell order: the bits of :func:`_pair_sums` of the dense band.
+    """
+    scale, codes = _cell_scale(library, target_sum), np.asarray(codes, np.int64)
+    parts = []
+    for _, piece in pieces:
+        integers, values = _scaled_pair_sums(piece, scale, codes, n_codes=n_codes, cells_axis=1)
+        parts.append(np.concatenate([integers, values]).transpose(2, 0, 1))
+    return np.concatenate(parts) if parts else np.zeros((0, 5, n_codes))
 
 
 def _pooled_bands(
     source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
 ) -> tuple[da.Array, da.Array]:
-    counts_t = feature_bands(source.countsT, target_bytes=BAND_BYTES)
-    # one task each holds the arrays every band reads, instead of a copy in every band's task
-    library = delayed(source.summary("rowSums").astype(np.float64))
-    codes_of = delayed(codes)
-    ints, floats = [], []
-    for band, block in zip(counts_t.chunks[0], counts_t.to_delayed().ravel(), strict=True):
-        part = delayed(_pool_band, nout=2)(
-            block, library, codes_of, n_codes=n_codes, target_sum=target_sum
-        )
-        ints.append(da.from_delayed(part[0], shape=(2, n_codes, band), dtype=np.int64))
-        floats.append(da.from_delayed(part[1], shape=(3, n_codes, band), dtype=np.float64))
-    integers: da.Array = da.concatenate(ints, axis=2)
-    values: da.Array = da.concatenate(floats, axis=2)
+    sums = map_row_pieces(
+        source.row_source("countsT"),
+        _pool_pieces,
+        rows_out=None,
+        tail=(len(LAYERS), n_codes),
+        dtype=np.float64,
+        target_bytes=BAND_BYTES,
+        library=source.summary("rowSums").astype(np.float64),
+        codes=np.asarray(codes, np.int64),
+        n_codes=n_codes,
+        target_sum=target_sum,
+    )
+    layers = da.moveaxis(sums, 0, 2)
+    integers: da.Array = da.rint(layers[: len(INTEGER_LAYERS)]).astype(np.int64)
+    values: da.Array = layers[len(INTEGER_LAYERS) :]
     return integers, values
 
 
