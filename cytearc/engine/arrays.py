@@ -267,7 +267,7 @@ def _keep_rows(block: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return kept
 
 
-def feature_bands(x: da.Array, *, target_bytes: int) -> da.Array:
+def feature_bands(x: da.Array, *, target_bytes: int | None) -> da.Array:
     """``x`` (features x cells, a ``countsT``) in blocks of whole row blocks across every cell.
 
     Row blocks (shards) are merged until a block holds about ``target_bytes``
@@ -281,7 +281,8 @@ def feature_bands(x: da.Array, *, target_bytes: int) -> da.Array:
     x
         A lazy 2-D array whose blocks along axis 0 are its shards.
     target_bytes
-        The values a block should hold at most, unless one row block is larger.
+        The values a block should hold at most, unless one row block is
+        larger; None keeps the row blocks as they are.
 
     Returns
     -------
@@ -406,11 +407,7 @@ def map_row_pieces(
             raise ValueError(msg)
     if isinstance(source, da.Array) or not streams_rows(source):
         lazy = source if isinstance(source, da.Array) else open_lazy(source)
-        whole: da.Array = lazy.rechunk({1: -1})
-        step = int(whole.chunks[0][0]) if whole.chunks[0] else 1
-        rows = _merged_rows(step, whole.shape[1], whole.dtype.itemsize, target_bytes)
-        if rows != step:
-            whole = whole.rechunk({0: rows})
+        whole = feature_bands(lazy, target_bytes=target_bytes)
         first: tuple[da.Array, str] = (whole, "ij")
         wrapper: Callable[..., np.ndarray] = _whole_block
         block_rows = whole.chunks[0]

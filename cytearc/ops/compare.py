@@ -28,6 +28,7 @@ from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
 from cytearc.ops.arguments import parse_cell_column, parse_choice, parse_float
+from cytearc.ops.normalize import cell_scale
 from cytearc.ops.publication import values_digest
 from cytearc.ops.selection import (
     SelectionLike,
@@ -54,12 +55,6 @@ __all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "w
 INTEGER_LAYERS: Final = ("counts", "detected")
 VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
 LAYERS: Final = INTEGER_LAYERS + VALUE_LAYERS
-
-
-def _cell_scale(library: np.ndarray, target_sum: float) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scale: np.ndarray = np.where(library > 0, target_sum / library, 0.0)
-    return scale
 
 
 def _scaled_pair_sums(
@@ -102,7 +97,7 @@ def _pair_sums(
     """
     integers, values = _scaled_pair_sums(
         block,
-        _cell_scale(library, target_sum),
+        cell_scale(library, target_sum),
         np.asarray(codes, np.int64),
         n_codes=n_codes,
         cells_axis=cells_axis,
@@ -135,7 +130,7 @@ def _pool_pieces(
     first two not yet rounded. A feature's sums are all in one piece, added
     in increasing cell order: the bits of :func:`_pair_sums` of the dense band.
     """
-    scale, codes = _cell_scale(library, target_sum), np.asarray(codes, np.int64)
+    scale, codes = cell_scale(library, target_sum), np.asarray(codes, np.int64)
     parts = []
     for _, piece in pieces:
         integers, values = _scaled_pair_sums(piece, scale, codes, n_codes=n_codes, cells_axis=1)

@@ -61,6 +61,7 @@ __all__ = [
     "TFIDF_REVISION",
     "band_statistics",
     "block_moments",
+    "cell_scale",
     "default_method",
     "folded_band_statistics",
     "merge_band_statistics",
@@ -185,7 +186,7 @@ def _sparse_normalized(
     values = counts.ravel()[flat].astype(np.float64)
     if method == "none":
         return rows, columns, flat, values
-    values *= _cell_scale(library, target_sum)[rows]
+    values *= cell_scale(library, target_sum)[rows]
     if method == "tfidf":
         assert idf is not None
         values *= idf[columns]
@@ -194,8 +195,26 @@ def _sparse_normalized(
     return rows, columns, flat, values
 
 
-def _cell_scale(library: np.ndarray, target_sum: float) -> np.ndarray:
-    """The factor of each cell's counts, ``target_sum / library`` (0 for an empty cell), float64."""
+def cell_scale(library: np.ndarray, target_sum: float) -> np.ndarray:
+    """The factor of each cell's counts, ``target_sum / library`` (0 for an empty cell), float64.
+
+    Parameters
+    ----------
+    library
+        The library size of each cell.
+    target_sum
+        The library size each cell is scaled to.
+
+    Returns
+    -------
+    numpy.ndarray
+        float64, one factor per cell.
+
+    Examples
+    --------
+    >>> cell_scale(np.array([4, 0]), 2.0).tolist()
+    [0.5, 0.0]
+    """
     with np.errstate(divide="ignore", invalid="ignore"):
         scale: np.ndarray = np.where(library > 0, target_sum / np.asarray(library, np.float64), 0.0)
     return scale
@@ -366,8 +385,13 @@ def piece_statistics(
     from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
 
     none = np.empty(0)
-    scale = none if method == "none" else _cell_scale(library, target_sum)
-    weights = none if idf is None or method != "tfidf" else np.asarray(idf, np.float64)
+    scale = none if method == "none" else cell_scale(library, target_sum)
+    weights = none
+    if method == "tfidf":
+        if idf is None:
+            msg = "piece_statistics: TF-IDF needs the idf of each feature"
+            raise ValueError(msg)
+        weights = np.asarray(idf, np.float64)
     values, columns = np.empty(0), np.empty(0, np.intp)
     size, n_columns = 0, None
     for offset, piece in pieces:

@@ -280,11 +280,10 @@ def row_pieces(array: zarr.Array[Any], start: int, stop: int) -> Iterator[tuple[
     fill = array.fill_value
     buffer = np.empty((chunk[0], shape[1]), dtype=array.dtype)
     for shard_row in ranges[0]:
-        stored = [(column, _fetch(array, (shard_row, column))) for column in ranges[1]]
-        parts = [
-            (column, None if data is None else _Shard(data, shard=shard, chunk=chunk))
-            for column, data in stored
-        ]
+        parts = []
+        for column in ranges[1]:
+            data = _fetch(array, (shard_row, column))
+            parts.append((column, None if data is None else _Shard(data, shard=shard, chunk=chunk)))
         first = shard_row * shard[0]
         for inner_row in range(shard[0] // chunk[0]):
             top = first + inner_row * chunk[0]
