@@ -143,3 +143,16 @@ def test_verify_ignores_a_folder_holding_only_a_killed_zarr_write(tmp_path: Path
     (folder / "c").mkdir()
     (folder / "c" / "0").write_bytes(b"chunk")
     assert not DataStore(path, cluster="threads", show_progress=False).verify().ok
+
+
+def test_a_killed_write_of_a_groups_zarr_json_leaves_no_member(tmp_path: Path) -> None:
+    """A kill inside zarr's atomic write of an existing zarr.json leaves zarr.<uuid>.partial beside it: not a member."""
+    from cytearc import DataStore  # noqa: PLC0415
+    from cytearc.datasets import write_store  # noqa: PLC0415
+
+    path = write_store(tmp_path / "ds.zarr", n_cells=300, n_genes=600, cluster="threads")
+    (path / f"zarr.{'0' * 32}.partial").write_text('{"zarr_format": 3, "node_ty')
+    ds = DataStore(path, cluster="threads", show_progress=False)
+    assert ds.assays["RNA"].shape == (300, 600)
+    report = ds.verify()
+    assert report.ok, [c.to_json() for c in report.checks if c.status == "damaged"]
