@@ -392,27 +392,22 @@ def piece_statistics(
             msg = "piece_statistics: TF-IDF needs the idf of each feature"
             raise ValueError(msg)
         weights = np.asarray(idf, np.float64)
-    values, columns = np.empty(0), np.empty(0, np.intp)
-    size, n_columns = 0, None
+    listed: list[tuple[np.ndarray, np.ndarray]] = []
+    n_columns = None
     for offset, piece in pieces:
         rows = keep[offset : offset + len(piece)]
-        part = piece if rows.all() else piece[rows]
+        part = np.ascontiguousarray(piece if rows.all() else piece[rows])
         n_columns = piece.shape[1]
-        needed = size + int(np.count_nonzero(part))
-        if needed > len(values):
-            # the band's entries, extrapolated from its rows so far
-            estimate = needed * len(keep) * 11 // (10 * (offset + len(piece)))
-            capacity = max(needed, estimate, len(values) + len(values) // 4)
-            values = np.concatenate([values[:size], np.empty(capacity - size)])
-            columns = np.concatenate([columns[:size], np.empty(capacity - size, np.intp)])
+        size = int(np.count_nonzero(part))
+        found = (np.empty(size), np.empty(size, np.intp))
         part_scale = none if method == "none" else scale[offset : offset + len(piece)][rows]
-        size += kernels.normalized_entries(
-            np.ascontiguousarray(part), part_scale, weights, values[size:], columns[size:]
-        )
+        kernels.normalized_entries(part, part_scale, weights, *found)
+        listed.append(found)
     n = int(np.count_nonzero(keep))
     if n_columns is None or n == 0:
         return _band_statistics(np.zeros((0, 0 if n_columns is None else n_columns), np.float32))
-    values, columns = values[:size], columns[:size]
+    values = np.concatenate([v for v, _ in listed])
+    columns = np.concatenate([c for _, c in listed])
     if log1p and method != "none":
         np.log1p(values, out=values)
     detected = np.zeros(n_columns, np.int64)

@@ -91,9 +91,12 @@ def test_local_workers_warm_the_kernels_as_they_start(clean_engine: None) -> Non
     assert list(engine.client.run(_kernels_warmed).values()) == [True, True]
 
 
-def test_the_threaded_engine_warms_the_kernels_in_this_process(clean_engine: None) -> None:
+def test_the_threaded_engine_warms_the_kernels_in_this_process(
+    clean_engine: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_cluster, "_warming", None)
     get_engine(cluster="threads")
-    assert engine_cluster.warm_kernels() is engine_cluster._warming
+    assert engine_cluster._warming is not None, "the threaded engine started no warm-up"
     assert _kernels_warmed()
 
 
