@@ -18,6 +18,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 from dask.delayed import delayed
+from dask.highlevelgraph import HighLevelGraph
 from dask.utils import format_bytes
 
 from cytearc.errors import MemBudgetError, ShardAlignmentError
@@ -25,7 +26,7 @@ from cytearc.storage.damage import CheckedReads
 from cytearc.storage.shards import streams_rows
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     import zarr
     from dask.delayed import Delayed
@@ -311,23 +312,23 @@ def _merged_rows(step: int, n_columns: int, itemsize: int, target_bytes: int | N
     return step * max(1, target_bytes // max(1, step * n_columns * itemsize))
 
 
-def _streamed_block(
-    bounds: np.ndarray,
-    *per_row: np.ndarray,
-    reader: CheckedReads,
+def _row_block(
+    block: slice | np.ndarray,
+    reader: CheckedReads | None,
+    per_row: list[np.ndarray],
+    shared: list[Any],
+    *,
     func: Callable[..., np.ndarray],
+    names: tuple[str, ...],
     **kwargs: Any,
 ) -> np.ndarray:
-    return func(reader.row_pieces(int(bounds[0]), int(bounds[-1]) + 1), *per_row, **kwargs)
-
-
-def _whole_block(
-    block: np.ndarray,
-    *per_row: np.ndarray,
-    func: Callable[..., np.ndarray],
-    **kwargs: Any,
-) -> np.ndarray:
-    return func(iter([(0, block)]), *per_row, **kwargs)
+    """One task of :func:`map_row_pieces`: ``func`` of a block, read in pieces (rows and a reader) or whole."""
+    pieces: Iterator[tuple[int, np.ndarray]]
+    if isinstance(block, slice) and reader is not None:
+        pieces = reader.row_pieces(block.start, block.stop)
+    else:
+        pieces = iter([(0, np.asarray(block))])
+    return func(pieces, *per_row, **kwargs, **dict(zip(names, shared, strict=True)))
 
 
 def map_row_pieces(
@@ -405,40 +406,52 @@ def map_row_pieces(
         if values.shape != (source.shape[0],):
             msg = f"map_row_pieces: expected one value per row ({source.shape[0]}), found shape {values.shape}"
             raise ValueError(msg)
+    # one key each for the values every block reads (a reader, arrays), not a copy in every task
+    shared = {k: delayed(v) for k, v in kwargs.items() if isinstance(v, np.ndarray)}
+    options = {k: v for k, v in kwargs.items() if k not in shared}
+    dependencies: list[Any] = list(shared.values())
+    blocks: list[Any]
     if isinstance(source, da.Array) or not streams_rows(source):
         lazy = source if isinstance(source, da.Array) else open_lazy(source)
         whole = feature_bands(lazy, target_bytes=target_bytes)
-        first: tuple[da.Array, str] = (whole, "ij")
-        wrapper: Callable[..., np.ndarray] = _whole_block
         block_rows = whole.chunks[0]
-        options: dict[str, Any] = {}
+        blocks = [(whole.name, i, 0) for i in range(len(block_rows))]
+        reader: Any = None
+        dependencies.append(whole)
+        identity: Any = whole.name
     else:
         step = storage_block(source)[0]
         rows = _merged_rows(step, source.shape[1], source.dtype.itemsize, target_bytes)
-        bounds = da.arange(source.shape[0], chunks=rows, dtype=np.int64)
-        first, wrapper, block_rows = (bounds, "i"), _streamed_block, bounds.chunks[0]
-        options = {"reader": CheckedReads(source)}
-    aligned: list[Any] = []
-    for values in per_row:
-        aligned += [da.from_array(values, chunks=(block_rows,)), "i"]
-    # one key each for the arrays every block reads, not a copy in every task
-    shared = {k: delayed(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-    out_ind = "i" + "".join(chr(ord("k") + n) for n in range(len(tail)))
-    out_rows = block_rows if rows_out is None else (rows_out,) * len(block_rows)
-    mapped: da.Array = da.blockwise(
-        functools.partial(wrapper, func=func),
-        out_ind,
-        *first,
-        *aligned,
-        new_axes=dict(zip(out_ind[1:], tail, strict=True)),
-        adjust_chunks={"i": out_rows},
-        concatenate=True,
-        dtype=dtype,
-        meta=np.empty((0,) * (1 + len(tail)), dtype=dtype),
-        **options,
-        **shared,
+        starts = range(0, source.shape[0], rows)
+        block_rows = tuple(min(rows, source.shape[0] - start) for start in starts)
+        blocks = [slice(start, start + n) for start, n in zip(starts, block_rows, strict=True)]
+        stored = delayed(CheckedReads(source), pure=False)
+        reader, identity = stored.key, stored.key
+        dependencies.append(stored)
+    task = functools.partial(_row_block, func=func, names=tuple(shared), **options)
+    name = "row-pieces-" + tokenize(
+        identity, func, per_row, options, *shared.values(), rows_out, tail
     )
-    return mapped
+    bounds = np.cumsum((0, *block_rows))
+    zeros = (0,) * len(tail)
+    layer: dict[Any, Any] = {
+        (name, i, *zeros): (
+            task,
+            block,
+            reader,
+            [values[bounds[i] : bounds[i + 1]] for values in per_row],
+            [value.key for value in shared.values()],
+        )
+        for i, block in enumerate(blocks)
+    }
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=dependencies)
+    out_rows = block_rows if rows_out is None else (rows_out,) * len(block_rows)
+    return da.Array(
+        graph,
+        name,
+        chunks=(tuple(out_rows), *((n,) for n in tail)),
+        meta=np.empty((0,) * (1 + len(tail)), dtype=dtype),
+    )
 
 
 def take_rows(x: da.Array, rows: np.ndarray) -> da.Array:

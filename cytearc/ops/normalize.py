@@ -392,33 +392,52 @@ def piece_statistics(
             msg = "piece_statistics: TF-IDF needs the idf of each feature"
             raise ValueError(msg)
         weights = np.asarray(idf, np.float64)
-    listed: list[tuple[np.ndarray, np.ndarray]] = []
-    n_columns = None
+    integral = False
+    listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    n_columns, n_distinct = None, 0
     for offset, piece in pieces:
         rows = keep[offset : offset + len(piece)]
         part = np.ascontiguousarray(piece if rows.all() else piece[rows])
-        n_columns = piece.shape[1]
+        n_columns, integral = piece.shape[1], part.dtype.kind in "biu"
         size = int(np.count_nonzero(part))
-        found = (np.empty(size), np.empty(size, np.intp))
+        distinct, codes, columns = np.empty(size), np.empty(size, np.intp), np.empty(size, np.intp)
         part_scale = none if method == "none" else scale[offset : offset + len(piece)][rows]
-        kernels.normalized_entries(part, part_scale, weights, *found)
-        listed.append(found)
+        _, found = kernels.normalized_codes(
+            part, part_scale, weights, integral, distinct, codes, columns
+        )
+        codes += n_distinct
+        n_distinct += found
+        listed.append((distinct[:found], codes, columns))
     n = int(np.count_nonzero(keep))
     if n_columns is None or n == 0:
         return _band_statistics(np.zeros((0, 0 if n_columns is None else n_columns), np.float32))
-    values = np.concatenate([v for v, _ in listed])
-    columns = np.concatenate([c for _, c in listed])
+    values = np.concatenate([v for v, _, _ in listed])
+    codes = np.concatenate([c for _, c, _ in listed])
+    columns = np.concatenate([c for _, _, c in listed])
     if log1p and method != "none":
         np.log1p(values, out=values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # each value as float32 stores it; one below float32's smallest is stored as a zero
+        values = values.astype(np.float32).astype(np.float64)
+        linear = np.expm1(values)
     detected = np.zeros(n_columns, np.int64)
     smallest, high = np.full(n_columns, np.inf), np.zeros(n_columns)
-    # each value as float32 stores it; one below float32's smallest is stored as a zero
-    stored = kernels.float32_entries(values, columns, detected, smallest, high)
-    entries, columns = values[:stored], columns[:stored]
+    total, linear_total = np.zeros(n_columns), np.zeros(n_columns)
+    kernels.coded_sums(
+        codes, columns, values, linear, detected, smallest, high, total, linear_total
+    )
+    mean, linear_mean = total / n, linear_total / n
+    squares, linear_squares = np.zeros(n_columns), np.zeros(n_columns)
+    kernels.coded_squares(
+        codes, columns, values, linear, mean, linear_mean, squares, linear_squares
+    )
     low = np.where(detected == n, smallest, 0.0)
-    log = ColumnMoments.of_nonzero(n, columns, entries, low=low, high=high)
-    linear = _linear_moments(n, columns, entries, low=low, high=high)
-    return np.vstack([log.pack(), linear.pack(), detected.astype(np.float64)[None, :]])
+    log = ColumnMoments.of_sums(n, total, squares, detected, low=low, high=high)
+    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where expm1 overflows
+        moments = ColumnMoments.of_sums(
+            n, linear_total, linear_squares, detected, low=np.expm1(low), high=np.expm1(high)
+        )
+    return np.vstack([log.pack(), moments.pack(), detected.astype(np.float64)[None, :]])
 
 
 def band_statistics(x: da.Array) -> da.Array:

@@ -26,11 +26,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "DISTINCT_COUNTS",
+    "coded_squares",
+    "coded_sums",
     "column_squares",
     "column_sums",
     "compiled",
-    "float32_entries",
-    "normalized_entries",
+    "normalized_codes",
     "pair_entries",
     "pair_squares",
     "warm",
@@ -179,15 +181,28 @@ def pair_squares(
         flat_sq[keys[i]] += y * y
 
 
+DISTINCT_COUNTS: Final = 1024
+"""Integer counts below this share one normalized value per row in :func:`normalized_codes`."""
+
+
 @compiled
-def normalized_entries(
+def normalized_codes(  # noqa: PLR0917 (numba compiles positional parameters only)
     block: np.ndarray,
     scale: np.ndarray,
     idf: np.ndarray,
-    values_out: np.ndarray,
+    integral: bool,  # noqa: FBT001
+    distinct_out: np.ndarray,
+    codes_out: np.ndarray,
     columns_out: np.ndarray,
-) -> int:
-    """List the non-zero entries of a C-ordered block as float64, each times its row's scale and its column's idf.
+) -> tuple[int, int]:
+    """List the non-zero entries of a C-ordered block as columns and codes of their float64 values.
+
+    An entry's value is its count times its row's scale and its column's
+    idf. Without idf, the entries of one row with the same integer count
+    (below :data:`DISTINCT_COUNTS`) have the same value, listed once: a band
+    of RNA counts has some 30 distinct values per cell against 1,000
+    non-zeros, so the caller takes ``log1p`` and ``expm1`` of a small list
+    and the entries' values are ``distinct_out[codes_out]``.
 
     Parameters
     ----------
@@ -198,14 +213,18 @@ def normalized_entries(
     idf
         The factor of each column (float64, applied after ``scale``), or
         empty for none.
-    values_out, columns_out
+    integral
+        Whether the counts are integers (a float count is never shared).
+    distinct_out
+        At least as long as the block's non-zeros: receives the distinct values.
+    codes_out, columns_out
         At least as long as the block's non-zeros: receive each entry's
-        value and column, in row-major order.
+        index in ``distinct_out`` and its column, in row-major order.
 
     Returns
     -------
-    int
-        The number of entries.
+    tuple of int
+        The number of entries and of distinct values.
 
     Raises
     ------
@@ -216,68 +235,129 @@ def normalized_entries(
     scaled = scale.shape[0] > 0
     weighted = idf.shape[0] > 0
     if (scaled and scale.shape[0] != n0) or (weighted and idf.shape[0] != n1):
-        raise ValueError("normalized_entries: expected one scale per row and one idf per column")
+        raise ValueError("normalized_codes: expected one scale per row and one idf per column")
+    shared = integral and not weighted
+    slot = np.empty(DISTINCT_COUNTS, np.int64)
+    slot_row = np.full(DISTINCT_COUNTS, -1, np.int64)
     k = 0
+    d = 0
     positions = np.empty(n1 + 1, np.int64)
     for row in range(n0):
         factor = scale[row] if scaled else 1.0
         found = _row_nonzeros(block[row], positions)
         for i in range(found):
             column = positions[i]
-            v = np.float64(block[row, column])
+            x = block[row, column]
+            columns_out[k] = column
+            if shared and x > 0 and x < DISTINCT_COUNTS:
+                small = np.int64(x)
+                if slot_row[small] == row:
+                    codes_out[k] = slot[small]
+                    k += 1
+                    continue
+                slot_row[small] = row
+                slot[small] = d
+            v = np.float64(x)
             if scaled:
                 v = v * factor
             if weighted:
                 v = v * idf[column]
-            values_out[k] = v
-            columns_out[k] = column
+            distinct_out[d] = v
+            codes_out[k] = d
+            d += 1
             k += 1
-    return k
+    return k, d
 
 
 @compiled
-def float32_entries(
-    values: np.ndarray,
+def coded_sums(  # noqa: PLR0917 (numba compiles positional parameters only)
+    codes: np.ndarray,
     columns: np.ndarray,
+    values: np.ndarray,
+    linear: np.ndarray,
     detected: np.ndarray,
     smallest: np.ndarray,
     largest: np.ndarray,
-) -> int:
-    """Round entries to float32 in place (as float64), dropping those that round to zero.
+    total: np.ndarray,
+    linear_total: np.ndarray,
+) -> None:
+    """Add the non-zero coded entries to their columns, in order; entries whose value is zero are left out.
 
     Parameters
     ----------
-    values, columns
-        The entries (float64) and their columns; the kept ones are moved to
-        the front, in order, each value rounded to float32 and back.
+    codes, columns
+        Each entry's index in ``values`` and ``linear``, and its column.
+    values, linear
+        float64: the distinct values and a second value of each (``expm1``).
     detected
-        int64 per column, added to: the kept entries.
+        int64 per column, added to: the entries kept.
     smallest, largest
-        float64 per column, updated as ``numpy.minimum.at`` and
-        ``numpy.maximum.at`` would (a NaN sticks).
+        float64 per column, updated with the kept values as
+        ``numpy.minimum.at`` and ``numpy.maximum.at`` would (a NaN sticks).
+    total, linear_total
+        float64 per column, added to: the kept entries' values and linear values.
 
-    Returns
-    -------
-    int
-        The number of kept entries.
+    Raises
+    ------
+    ValueError
+        ``codes`` and ``columns`` differ in length.
+    IndexError
+        A column is negative or not below ``len(total)``.
     """
-    m = 0
-    for i in range(values.shape[0]):
-        stored = np.float64(np.float32(values[i]))
-        if stored == 0:
+    if codes.shape[0] != columns.shape[0]:
+        raise ValueError("coded_sums: expected one column per code")
+    n_columns = total.shape[0]
+    for k in range(codes.shape[0]):
+        code = codes[k]
+        y = values[code]
+        if y == 0:
             continue
-        column = columns[i]
-        values[m] = stored
-        columns[m] = column
-        m += 1
+        column = columns[k]
+        if column < 0 or column >= n_columns:
+            raise IndexError("coded_sums: a column is out of range")
         detected[column] += 1
         low = smallest[column]
-        if not (np.isnan(low) or low <= stored):
-            smallest[column] = stored
+        if not (np.isnan(low) or low <= y):
+            smallest[column] = y
         high = largest[column]
-        if not (np.isnan(high) or high >= stored):
-            largest[column] = stored
-    return m
+        if not (np.isnan(high) or high >= y):
+            largest[column] = y
+        total[column] += y
+        linear_total[column] += linear[code]
+
+
+@compiled
+def coded_squares(  # noqa: PLR0917 (numba compiles positional parameters only)
+    codes: np.ndarray,
+    columns: np.ndarray,
+    values: np.ndarray,
+    linear: np.ndarray,
+    mean: np.ndarray,
+    linear_mean: np.ndarray,
+    squares: np.ndarray,
+    linear_squares: np.ndarray,
+) -> None:
+    """Add the squared deviations of the non-zero coded entries from their columns' means, in order.
+
+    Parameters
+    ----------
+    codes, columns, values, linear
+        As in :func:`coded_sums` (checked there).
+    mean, linear_mean
+        The mean of each column, of the values and of the linear values.
+    squares, linear_squares
+        float64 per column, added to.
+    """
+    for k in range(codes.shape[0]):
+        code = codes[k]
+        y = values[code]
+        if y == 0:
+            continue
+        column = columns[k]
+        deviation = y - mean[column]
+        squares[column] += deviation * deviation
+        deviation = linear[code] - linear_mean[column]
+        linear_squares[column] += deviation * deviation
 
 
 @compiled
@@ -356,7 +436,8 @@ def warm() -> None:
     one, row = np.ones(1), np.zeros(1, np.intp)
     for dtype in WARM_DTYPES:
         block = np.ones((1, 1), dtype)
-        normalized_entries(block, one, one, np.empty(1), np.empty(1, np.intp))
+        entries = (np.empty(1), np.empty(1, np.intp), np.empty(1, np.intp))
+        normalized_codes(block, one, np.empty(0), True, *entries)  # noqa: FBT003
         pair_entries(
             block,
             one,
@@ -368,7 +449,8 @@ def warm() -> None:
             np.empty(1, np.int64),
         )
     values = np.ones(1)
-    float32_entries(values, row, np.zeros(1, np.int64), np.ones(1), np.ones(1))
+    coded_sums(row, row, values, values, *(np.zeros(1, np.int64), *(np.ones(1),) * 4))
+    coded_squares(row, row, values, values, *(np.zeros(1),) * 4)
     column_sums(row, values, np.zeros(1), np.zeros(1, np.int64))
     column_squares(row, values, np.zeros(1), np.zeros(1))
     pair_squares(row.astype(np.int64), values, np.zeros((1, 1)), np.zeros((1, 1)))

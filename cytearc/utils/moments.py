@@ -131,9 +131,51 @@ class ColumnMoments:
         values = np.asarray(values, dtype=np.float64)
         total, detected = np.zeros(n_columns), np.zeros(n_columns, np.int64)
         kernels.column_sums(columns, values, total, detected)
-        mean = total / n
         squares = np.zeros(n_columns)
-        kernels.column_squares(columns, values, mean, squares)
+        kernels.column_squares(columns, values, total / n, squares)
+        return cls.of_sums(n, total, squares, detected, low=low, high=high)
+
+    @classmethod
+    def of_sums(
+        cls,
+        n: int,
+        total: np.ndarray,
+        squares: np.ndarray,
+        detected: np.ndarray,
+        *,
+        low: np.ndarray,
+        high: np.ndarray,
+    ) -> ColumnMoments:
+        """The moments of a band of ``n`` rows from the sums over its non-zero entries.
+
+        Parameters
+        ----------
+        n
+            The band's rows (at least 1).
+        total
+            Per column, the sum of the entries.
+        squares
+            Per column, the sum of the entries' squared deviations from
+            ``total / n``.
+        detected
+            Per column, the number of entries; each other row holds a zero,
+            which adds ``mean**2`` to ``m2``.
+        low, high
+            Per column, the band's smallest and largest value (zeros included).
+
+        Returns
+        -------
+        ColumnMoments
+            The band's moments.
+
+        Examples
+        --------
+        >>> m = ColumnMoments.of_sums(4, np.array([2.0]), np.array([0.5]), np.array([2]),
+        ...                           low=np.zeros(1), high=np.ones(1))
+        >>> m.m2.tolist()  # 0.5 + 2 zeros * 0.5**2
+        [1.0]
+        """
+        mean = total / n
         m2 = squares + (n - detected) * mean**2
         m2[low == high] = 0.0
         return cls(n, total, m2, np.asarray(low, np.float64), np.asarray(high, np.float64))

@@ -80,7 +80,7 @@ def _kernels_warmed() -> bool:
     warming.join()
     kernels = sys.modules.get("cytearc.utils.kernels")
     return kernels is not None and all(
-        len(kernel.signatures) >= 3 for kernel in (kernels.normalized_entries, kernels.pair_entries)
+        len(kernel.signatures) >= 3 for kernel in (kernels.normalized_codes, kernels.pair_entries)
     )
 
 

@@ -358,10 +358,34 @@ def test_moments_refuse_columns_out_of_range() -> None:
         )
 
 
-def test_normalized_entries_refuse_factors_of_other_shapes() -> None:
+def test_normalized_codes_refuse_factors_of_other_shapes() -> None:
     """A scale that is not one per row raises instead of reading past it."""
     out = np.empty(4)
     with pytest.raises(ValueError, match="one scale per row"):
-        kernels.normalized_entries(
-            np.ones((2, 2), np.uint8), np.ones(3), np.empty(0), out, np.empty(4, np.intp)
+        kernels.normalized_codes(
+            np.ones((2, 2), np.uint8),
+            np.ones(3),
+            np.empty(0),
+            True,
+            out,
+            np.empty(4, np.intp),
+            np.empty(4, np.intp),
         )
+
+
+def test_normalized_codes_list_each_rows_equal_counts_once() -> None:
+    """Equal small counts of a row share a value; large, float and idf-weighted ones do not."""
+    block = np.array([[2, 0, 2, 5], [2, 2000, 2000, 0]], np.uint16)
+    distinct, codes, columns = np.empty(6), np.empty(6, np.intp), np.empty(6, np.intp)
+    scale = np.array([0.5, 0.25])
+    found = kernels.normalized_codes(block, scale, np.empty(0), True, distinct, codes, columns)
+    assert found == (6, 5)
+    assert distinct[:5].tolist() == [1.0, 2.5, 0.5, 500.0, 500.0]
+    assert codes.tolist() == [0, 0, 1, 2, 3, 4]
+    assert columns.tolist() == [0, 2, 3, 0, 1, 2]
+    for block_, idf in ((block.astype(np.float32), np.empty(0)), (block, np.ones(4))):
+        found = kernels.normalized_codes(
+            block_, scale, idf, block_.dtype.kind == "u", distinct, codes, columns
+        )
+        assert found == (6, 6)
+        assert codes.tolist() == list(range(6))
