@@ -392,7 +392,6 @@ def piece_statistics(
             msg = "piece_statistics: TF-IDF needs the idf of each feature"
             raise ValueError(msg)
         weights = np.asarray(idf, np.float64)
-    integral = False
     listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     n_columns, n_distinct = None, 0
     for offset, piece in pieces:

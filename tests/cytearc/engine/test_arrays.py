@@ -162,6 +162,23 @@ def test_take_rows_refuses_unordered_rows() -> None:
             take_rows(x, np.array(rows))
 
 
+def _stored(values: np.ndarray) -> zarr.Array[Any]:
+    """``values`` stored in CyteArc's layout (sharded, zstd inner chunks)."""
+    from zarr.codecs import BytesCodec, ZstdCodec  # noqa: PLC0415
+
+    stored = zarr.create_array(
+        store={},
+        shape=values.shape,
+        shards=(200, 30),
+        chunks=(50, 30),
+        dtype="u2",
+        serializer=BytesCodec(),
+        compressors=[ZstdCodec()],
+    )
+    stored[...] = values
+    return stored
+
+
 def _row_maxima(pieces: Any, keep: np.ndarray, *, offset_by: int) -> np.ndarray:
     out = np.zeros(len(keep), dtype=np.int64)
     for offset, piece in pieces:
@@ -174,20 +191,9 @@ def test_map_row_pieces_streams_stored_shards_as_the_lazy_array_reads_them(
     monkeypatch: pytest.MonkeyPatch, target_bytes: int | None
 ) -> None:
     """A stored array in CyteArc's layout is read piece by piece, never as dense blocks; a lazy one whole."""
-    from zarr.codecs import BytesCodec, ZstdCodec  # noqa: PLC0415
-
     rng = np.random.default_rng(1)
     values = rng.integers(0, 9, (1000, 30)).astype("u2")
-    stored = zarr.create_array(
-        store={},
-        shape=values.shape,
-        shards=(200, 30),
-        chunks=(50, 30),
-        dtype="u2",
-        serializer=BytesCodec(),
-        compressors=[ZstdCodec()],
-    )
-    stored[...] = values
+    stored = _stored(values)
     keep = rng.random(1000) < 0.5
     options: dict[str, Any] = {"rows_out": None, "tail": (2,), "dtype": np.int64, "offset_by": 3}
     lazy = map_row_pieces(
@@ -226,20 +232,9 @@ def test_map_row_pieces_runs_one_task_per_block() -> None:
     round trip each per block (three tiny tasks per band of ``normalize``,
     half a second of idle workers at 100,000 cells).
     """
-    from zarr.codecs import BytesCodec, ZstdCodec  # noqa: PLC0415
-
     rng = np.random.default_rng(2)
     values = rng.integers(0, 9, (1000, 30)).astype("u2")
-    stored = zarr.create_array(
-        store={},
-        shape=values.shape,
-        shards=(200, 30),
-        chunks=(50, 30),
-        dtype="u2",
-        serializer=BytesCodec(),
-        compressors=[ZstdCodec()],
-    )
-    stored[...] = values
+    stored = _stored(values)
     keep, weights = rng.random(1000) < 0.5, rng.random(30)
     expected = np.where(keep, values @ weights, 0.0)[:, None]
     options: dict[str, Any] = {"rows_out": None, "tail": (1,), "dtype": np.float64}
