@@ -6,8 +6,9 @@ or a cluster: every large array is a lazy Dask array whose blocks are the
 store's shards, and ``mem_budget`` sizes the engine.
 """
 
+from typing import TYPE_CHECKING, Final
+
 from cytearc import errors
-from cytearc.datastore import DataStore
 from cytearc.errors import (
     ArtifactError,
     AssayNotFoundError,
@@ -61,22 +62,49 @@ from cytearc.errors import (
     UnmeasuredCellsError,
     WorkspaceNotFoundError,
 )
-from cytearc.io import (
-    SparseToZarr,
-    import_10x_h5,
-    import_10x_mtx,
-    import_csv,
-    import_data,
-    import_h5ad,
-    import_h5mu,
-    import_loom,
-    import_seurat,
-)
-from cytearc.tools.composite import create_composite
-from cytearc.tools.mount import mount_datastore
+from cytepool._lazy import lazy_exports
 from cytepool._versions import package_version
 
 __version__ = package_version("cytearc")
+
+_EXPORTS: Final = {
+    "DataStore": "cytearc.datastore",
+    **dict.fromkeys(
+        (
+            "SparseToZarr",
+            "import_10x_h5",
+            "import_10x_mtx",
+            "import_csv",
+            "import_data",
+            "import_h5ad",
+            "import_h5mu",
+            "import_loom",
+            "import_seurat",
+        ),
+        "cytearc.io",
+    ),
+    "create_composite": "cytearc.tools.composite",
+    "mount_datastore": "cytearc.tools.mount",
+}
+"""The public API that importing ``cytearc`` does not load until it is used (:func:`~cytepool._lazy.lazy_exports`)."""
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from cytearc.datastore import DataStore
+    from cytearc.io import (
+        SparseToZarr,
+        import_10x_h5,
+        import_10x_mtx,
+        import_csv,
+        import_data,
+        import_h5ad,
+        import_h5mu,
+        import_loom,
+        import_seurat,
+    )
+    from cytearc.tools.composite import create_composite
+    from cytearc.tools.mount import mount_datastore
 
 __all__ = [
     "ArtifactError",

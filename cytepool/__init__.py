@@ -5,21 +5,11 @@ feature. :func:`write_cube` stores it as a Zarr v3 directory any Zarr reader
 opens; :func:`read_cube` opens one strictly.
 """
 
+from typing import TYPE_CHECKING, Final
+
 from cytepool import errors
+from cytepool._lazy import lazy_exports
 from cytepool._versions import package_version
-from cytepool.cube import (
-    FINGERPRINT_VERSION,
-    FORMAT,
-    FORMAT_VERSION,
-    KNOWN_LAYERS,
-    Cube,
-    describe_provenance,
-    is_cube,
-    read_cube,
-    verify_chain,
-    write_cube,
-)
-from cytepool.de import limma_voom, limma_voom_result, run_limma_voom
 from cytepool.errors import (
     ChainVerificationError,
     ContrastFormatError,
@@ -47,6 +37,40 @@ from cytepool.errors import (
 )
 
 __version__ = package_version("cytepool")
+
+_EXPORTS: Final = {
+    "FINGERPRINT_VERSION": "cytepool.cube",
+    "FORMAT": "cytepool.cube",
+    "FORMAT_VERSION": "cytepool.cube",
+    "KNOWN_LAYERS": "cytepool.cube",
+    "Cube": "cytepool.cube",
+    "describe_provenance": "cytepool.cube",
+    "is_cube": "cytepool.cube",
+    "read_cube": "cytepool.cube",
+    "verify_chain": "cytepool.cube",
+    "write_cube": "cytepool.cube",
+    "limma_voom": "cytepool.de",
+    "limma_voom_result": "cytepool.de",
+    "run_limma_voom": "cytepool.de",
+}
+"""The public API that importing ``cytepool`` does not load until it is used (:func:`~cytepool._lazy.lazy_exports`)."""
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from cytepool.cube import (
+        FINGERPRINT_VERSION,
+        FORMAT,
+        FORMAT_VERSION,
+        KNOWN_LAYERS,
+        Cube,
+        describe_provenance,
+        is_cube,
+        read_cube,
+        verify_chain,
+        write_cube,
+    )
+    from cytepool.de import limma_voom, limma_voom_result, run_limma_voom
 
 __all__ = [
     "FINGERPRINT_VERSION",

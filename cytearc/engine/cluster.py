@@ -13,12 +13,15 @@ The processes that run CyteArc's tasks on one machine (the workers of the
 local cluster as they start, this process when it is the threaded engine)
 load the compiled kernels of :mod:`cytearc.utils.kernels` in a background
 thread (:func:`warm_kernels`), while the engine's first work (an import)
-reads its input, instead of in the first normalization's tasks.
+reads its input, instead of in the first normalization's tasks; the
+modules of the tasks load with them (:data:`TASK_MODULES`), and nothing else
+of CyteArc.
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib
 import logging
 import os
 import sys
@@ -62,22 +65,40 @@ _external: dict[str, Engine] = {}
 _warming: threading.Thread | None = None
 
 
+TASK_MODULES: Final = (
+    "cytearc.storage.counts",
+    "cytearc.storage.transpose",
+    "cytearc.artifacts.digests",
+    "cytearc.ops.normalize",
+    "cytearc.ops.pca",
+    "cytearc.ops.markers",
+    "cytearc.ops.compare",
+    "cytepool.cube.tasks",
+)
+"""The modules whose functions the standard recipe's and pooling's tasks run, imported by :func:`warm_kernels`."""
+
+
 def _warm() -> None:
     try:
         from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
 
         kernels.warm()
+        for module in TASK_MODULES:
+            importlib.import_module(module)
     except Exception:
         # the kernels' first real call compiles them and raises what failed
         logging.getLogger(__name__).debug("warming CyteArc's kernels failed", exc_info=True)
 
 
 def warm_kernels() -> threading.Thread:
-    """Load CyteArc's compiled kernels in a background thread of this process, once.
+    """Load CyteArc's compiled kernels and task modules in a background thread of this process, once.
 
     :func:`cytearc.utils.kernels.warm` (numba's import and disk cache, about
-    half a second) runs in a daemon thread, so the first task that
-    normalizes or pools does not wait for it.
+    half a second) runs in a daemon thread, then the :data:`TASK_MODULES`
+    are imported, so the first task that normalizes or pools does not wait
+    for them. The packages' ``__init__`` modules import nothing more
+    (:func:`cytepool._lazy.lazy_exports`), so a worker holds the modules of
+    the work it runs, not the importers, plots and every operation.
 
     Returns
     -------

@@ -10,10 +10,9 @@ cytearc.tools.repack_zarr``.
 
 from __future__ import annotations
 
-import importlib
-import sys
-import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from cytepool._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cytearc.tools.composite import create_composite
@@ -34,41 +33,16 @@ __all__ = [
     "repack_zarr",
 ]
 
-_MODULES = {
-    "DataStoreMerge": "datastore_merge",
-    "PROFILES": "repack",
-    "RepackProfile": "repack",
-    "SubsetZarr": "subset_zarr",
-    "create_composite": "composite",
-    "create_workspace": "workspace",
-    "mount_datastore": "mount",
-    "repack_zarr": "repack",
+_EXPORTS: Final = {
+    "DataStoreMerge": "cytearc.tools.datastore_merge",
+    "PROFILES": "cytearc.tools.repack",
+    "RepackProfile": "cytearc.tools.repack",
+    "SubsetZarr": "cytearc.tools.subset_zarr",
+    "create_composite": "cytearc.tools.composite",
+    "create_workspace": "cytearc.tools.workspace",
+    "mount_datastore": "cytearc.tools.mount",
+    "repack_zarr": "cytearc.tools.repack",
 }
-"""Imported on first use, so ``python -m cytearc.tools.<module>`` runs its module once."""
+"""Imported on first use (:func:`~cytepool._lazy.lazy_exports`), so ``python -m cytearc.tools.<module>`` runs its module once; ``repack_zarr`` stays the function when the module of that name is imported."""
 
-
-class _Tools(types.ModuleType):
-    """The package module: its ``repack_zarr`` stays the function once the module of that name is imported.
-
-    ``python -m cytearc.tools.repack_zarr`` needs a module of that name; the
-    import system binds an imported submodule to the package attribute of its
-    name, which would hide the function :func:`repack_zarr`.
-    """
-
-    @property
-    def repack_zarr(self) -> object:
-        return __getattr__("repack_zarr")
-
-    @repack_zarr.setter
-    def repack_zarr(self, value: object) -> None:
-        del value  # the submodule; the function keeps the name
-
-
-sys.modules[__name__].__class__ = _Tools
-
-
-def __getattr__(name: str) -> object:
-    if name in _MODULES:
-        return getattr(importlib.import_module(f"cytearc.tools.{_MODULES[name]}"), name)
-    msg = f"module 'cytearc.tools' has no attribute {name!r}"
-    raise AttributeError(msg)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
