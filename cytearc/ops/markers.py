@@ -22,7 +22,7 @@ from dask.delayed import delayed
 from scipy.special import ndtr
 
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
-from cytearc.engine.arrays import feature_bands, take_rows
+from cytearc.engine.arrays import map_row_pieces, take_rows
 from cytearc.errors import AssayTypeError, OperationArgumentError
 from cytearc.ops.arguments import parse_cell_column, parse_float
 from cytearc.ops.normalize import normalized_graph, tfidf_idf
@@ -37,6 +37,8 @@ from cytearc.storage.counts import BAND_BYTES
 from cytepool.de.toptable import p_adjust_bh
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from dask.delayed import Delayed
 
     from cytearc.artifacts import ArtifactWriter
@@ -141,38 +143,54 @@ SLICE_BYTES: Final = 8 * 2**20
 """Counts of one slice of a ``countsT`` shard that :func:`marker_tasks` turns into statistics at a time."""
 
 
-def _band(
-    block: np.ndarray,
+def _band_pieces(
+    pieces: Iterator[tuple[int, np.ndarray]],
+    *,
     rows: np.ndarray,
     library: np.ndarray,
     codes: np.ndarray,
-    *,
     n_groups: int,
     target_sum: float,
-) -> dict[str, np.ndarray]:
-    """The statistics of a band of ``countsT`` (features x every cell) over the cells ``rows``.
+) -> np.ndarray:
+    """The statistics of a band of ``countsT`` (features x every cell) that arrives in pieces of features.
 
-    A slice of features at a time, so the selected cells' copy of the counts,
-    its sparse and float64 forms stay a few megabytes beside the band; the
-    features do not depend on each other, so the statistics are the same bits
-    as those of the whole band at once.
+    Returns float64 ``(n_features, len(STATISTICS), n_groups)``. The selected
+    cells (``rows``) of each piece are kept as a sparse matrix until a slice
+    of :data:`SLICE_BYTES` of counts has arrived, whose statistics are then
+    computed, so a task holds a piece, a slice's non-zeros and its float64
+    forms, never the band; the features do not depend on each other, so the
+    statistics are the same bits as those of the whole band at once.
     """
     scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
-    every = len(rows) == block.shape[1]
-    step = max(1, SLICE_BYTES // max(1, len(rows) * block.dtype.itemsize))
     indicator = _indicator(codes, n_groups)
-    parts = []
-    for first in range(0, block.shape[0], step):
-        part = block[first : first + step]
-        counts = sp.csr_matrix(np.asarray(part if every else part[:, rows]))
-        values = counts.astype(np.float64)
+    step = 0
+    pending: list[sp.csr_matrix] = []
+    parts: list[np.ndarray] = []
+
+    def flush() -> None:
+        values = sp.vstack(pending, format="csr", dtype=np.float64)
+        pending.clear()
         values.data = (
             np.log1p(values.data * scale[values.indices]).astype(np.float32).astype(np.float64)
         )
-        parts.append(band_statistics(values, codes, n_groups, indicator=indicator))
-    if len(parts) == 1:
-        return parts[0]
-    return {name: np.concatenate([p[name] for p in parts], axis=1) for name in parts[0]}
+        statistics = band_statistics(values, codes, n_groups, indicator=indicator)
+        parts.append(np.stack([statistics[name].T for name in STATISTICS], axis=1))
+
+    for _, piece in pieces:
+        step = step or max(1, SLICE_BYTES // max(1, len(rows) * piece.dtype.itemsize))
+        for first in range(0, piece.shape[0], step):
+            part = piece[first : first + step]
+            every = len(rows) == part.shape[1]
+            pending.append(sp.csr_matrix(part if every else part[:, rows]))
+            if sum(m.shape[0] for m in pending) >= step:
+                flush()
+    if pending:
+        flush()
+    return np.concatenate(parts) if parts else np.zeros((0, len(STATISTICS), n_groups))
+
+
+def _band_statistics(block: np.ndarray) -> dict[str, np.ndarray]:
+    return {name: block[:, i].T for i, name in enumerate(STATISTICS)}
 
 
 def marker_tasks(
@@ -181,9 +199,10 @@ def marker_tasks(
     """Lazy marker statistics of ``rows`` (cells labelled ``codes``), one task per band of ``countsT``.
 
     Each task reads a band of whole shards over every cell, about
-    :data:`~cytearc.storage.counts.BAND_BYTES` of counts
-    (:func:`~cytearc.engine.arrays.feature_bands`), and selects ``rows`` one
-    slice of :data:`SLICE_BYTES` at a time (:func:`_band`).
+    :data:`~cytearc.storage.counts.BAND_BYTES` of counts or one shard
+    (:func:`~cytearc.engine.arrays.map_row_pieces`), a piece of features at
+    a time, and computes the statistics of ``rows`` one slice of
+    :data:`SLICE_BYTES` at a time (:func:`_band_pieces`).
 
     Parameters
     ----------
@@ -204,16 +223,20 @@ def marker_tasks(
         In feature order, one per band, each computing the
         :func:`band_statistics` of its band.
     """
-    counts_t = feature_bands(source.countsT, target_bytes=BAND_BYTES)
-    # one task each holds the arrays every band reads, instead of a copy in every band's task
-    rows_of, codes_of = delayed(rows), delayed(codes)
-    library = delayed(source.summary("rowSums")[rows].astype(np.float64))
-    return [
-        delayed(_band)(
-            block, rows_of, library, codes_of, n_groups=n_groups, target_sum=float(target_sum)
-        )
-        for block in counts_t.to_delayed().ravel()
-    ]
+    statistics = map_row_pieces(
+        source.row_source("countsT"),
+        _band_pieces,
+        rows_out=None,
+        tail=(len(STATISTICS), n_groups),
+        dtype=np.float64,
+        target_bytes=BAND_BYTES,
+        rows=np.asarray(rows, np.int64),
+        library=source.summary("rowSums")[rows].astype(np.float64),
+        codes=np.asarray(codes, np.int64),
+        n_groups=n_groups,
+        target_sum=float(target_sum),
+    )
+    return [delayed(_band_statistics)(block) for block in statistics.to_delayed().ravel()]
 
 
 MAX_COUNTS_BANDS: Final = 16
