@@ -617,7 +617,10 @@ def normalized_graph(
         Only these feature columns (None: all). A value depends only on its
         count, its cell's library size and its feature's ``idf``, so the
         other columns are not normalized, except by ``"clr"``, whose
-        per-cell mean needs every feature.
+        per-cell mean needs every feature; each shard is then read a piece
+        of cells at a time (:func:`~cytearc.engine.arrays.map_row_pieces`)
+        and only these columns are kept, so no task holds the shard's dense
+        counts of every feature.
 
     Returns
     -------
@@ -625,11 +628,23 @@ def normalized_graph(
         The normalized values (float32), ``len(rows)`` x all features (or
         ``features``).
     """
+    if features is not None and method != "clr":
+        selected = np.asarray(features, dtype=np.int64)
+        values = map_row_pieces(
+            source.row_source("counts"),
+            _normalize_pieces,
+            source.summary("rowSums"),
+            rows_out=None,
+            tail=(len(selected),),
+            dtype=np.float32,
+            features=selected,
+            method=method,
+            target_sum=target_sum,
+            log1p=log1p,
+            idf=None if idf is None else idf[selected],
+        )
+        return take_rows(values, rows)
     counts, library = _counts_and_library(source, rows)
-    narrow = features is not None and method != "clr"
-    if narrow:
-        counts = counts[:, features]
-        idf = None if idf is None else idf[features]
     data: da.Array = da.map_blocks(
         _normalize_band,
         counts,
@@ -640,7 +655,7 @@ def normalized_graph(
         idf=idf,
         dtype=np.float32,
     )
-    return data if narrow or features is None else data[:, features]
+    return data if features is None else data[:, features]
 
 
 def _counts_and_library(source: Assay, rows: np.ndarray) -> tuple[da.Array, da.Array]:
@@ -1035,6 +1050,21 @@ def tfidf_idf(column_sums: np.ndarray, *, n_cells: int) -> np.ndarray:
 
 def _normalize_band(block: np.ndarray, library: np.ndarray, **options: Any) -> np.ndarray:
     return normalized_block(block, library[:, 0], **options)
+
+
+def _normalize_pieces(
+    pieces: Iterator[tuple[int, np.ndarray]],
+    library: np.ndarray,
+    *,
+    features: np.ndarray,
+    **options: Any,
+) -> np.ndarray:
+    """The normalized values of the columns ``features`` of a block of cells that arrives in pieces."""
+    out = np.zeros((len(library), len(features)), dtype=np.float32)
+    for offset, piece in pieces:
+        rows = slice(offset, offset + len(piece))
+        out[rows] = normalized_block(piece[:, features], library[rows], **options)
+    return out
 
 
 def _refuse_negative(ds: AnalysisStore, source: Assay, rows: np.ndarray, *, operation: str) -> None:
