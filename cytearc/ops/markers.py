@@ -151,20 +151,21 @@ def _band_pieces(
     codes: np.ndarray,
     n_groups: int,
     target_sum: float,
+    step: int,
 ) -> np.ndarray:
     """The statistics of a band of ``countsT`` (features x every cell) that arrives in pieces of features.
 
     Returns float64 ``(n_features, len(STATISTICS), n_groups)``. The selected
     cells (``rows``) of each piece are kept as a sparse matrix until a slice
-    of :data:`SLICE_BYTES` of counts has arrived, whose statistics are then
+    of ``step`` features has arrived, whose statistics are then
     computed, so a task holds a piece, a slice's non-zeros and its float64
     forms, never the band; the features do not depend on each other, so the
     statistics are the same bits as those of the whole band at once.
     """
     scale = np.where(library > 0, target_sum / np.where(library > 0, library, 1.0), 0.0)
     indicator = _indicator(codes, n_groups)
-    step = 0
     pending: list[sp.csr_matrix] = []
+    held = 0
     parts: list[np.ndarray] = []
 
     def flush() -> None:
@@ -177,13 +178,14 @@ def _band_pieces(
         parts.append(np.stack([statistics[name].T for name in STATISTICS], axis=1))
 
     for _, piece in pieces:
-        step = step or max(1, SLICE_BYTES // max(1, len(rows) * piece.dtype.itemsize))
+        every = len(rows) == piece.shape[1]
         for first in range(0, piece.shape[0], step):
             part = piece[first : first + step]
-            every = len(rows) == part.shape[1]
             pending.append(sp.csr_matrix(part if every else part[:, rows]))
-            if sum(m.shape[0] for m in pending) >= step:
+            held += part.shape[0]
+            if held >= step:
                 flush()
+                held = 0
     if pending:
         flush()
     return np.concatenate(parts) if parts else np.zeros((0, len(STATISTICS), n_groups))
@@ -223,8 +225,9 @@ def marker_tasks(
         In feature order, one per band, each computing the
         :func:`band_statistics` of its band.
     """
+    counts_t = source.row_source("countsT")
     statistics = map_row_pieces(
-        source.row_source("countsT"),
+        counts_t,
         _band_pieces,
         rows_out=None,
         tail=(len(STATISTICS), n_groups),
@@ -235,6 +238,7 @@ def marker_tasks(
         codes=np.asarray(codes, np.int64),
         n_groups=n_groups,
         target_sum=float(target_sum),
+        step=max(1, SLICE_BYTES // max(1, len(rows) * counts_t.dtype.itemsize)),
     )
     return [delayed(_band_statistics)(block) for block in statistics.to_delayed().ravel()]
 
