@@ -392,9 +392,9 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.add_argument("destination")
     p.add_argument(
         "--compression",
-        choices=["gzip", "zstd", "none"],
+        choices=["lz4", "zstd", "gzip", "none"],
         default=None,
-        help="the codec of the count arrays (default: zstd, the importer's)",
+        help="the codec of the count arrays (default: lz4, the importer's; zstd stores less)",
     )
     p.add_argument("--overwrite", action="store_true", help="replace an unprepared CyteArc store")
     p.add_argument(

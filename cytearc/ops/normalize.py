@@ -392,27 +392,10 @@ def piece_statistics(
             msg = "piece_statistics: TF-IDF needs the idf of each feature"
             raise ValueError(msg)
         weights = np.asarray(idf, np.float64)
-    listed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    n_columns, n_distinct = None, 0
-    for offset, piece in pieces:
-        rows = keep[offset : offset + len(piece)]
-        part = np.ascontiguousarray(piece if rows.all() else piece[rows])
-        n_columns, integral = piece.shape[1], part.dtype.kind in "biu"
-        size = int(np.count_nonzero(part))
-        distinct, codes, columns = np.empty(size), np.empty(size, np.intp), np.empty(size, np.intp)
-        part_scale = none if method == "none" else scale[offset : offset + len(piece)][rows]
-        _, found = kernels.normalized_codes(
-            part, part_scale, weights, integral, distinct, codes, columns
-        )
-        codes += n_distinct
-        n_distinct += found
-        listed.append((distinct[:found], codes, columns))
     n = int(np.count_nonzero(keep))
+    n_columns, values, codes, columns = _coded_entries(pieces, keep, scale, weights)
     if n_columns is None or n == 0:
         return _band_statistics(np.zeros((0, 0 if n_columns is None else n_columns), np.float32))
-    values = np.concatenate([v for v, _, _ in listed])
-    codes = np.concatenate([c for _, c, _ in listed])
-    columns = np.concatenate([c for _, _, c in listed])
     if log1p and method != "none":
         np.log1p(values, out=values)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -437,6 +420,62 @@ def piece_statistics(
             n, linear_total, linear_squares, detected, low=np.expm1(low), high=np.expm1(high)
         )
     return np.vstack([log.pack(), moments.pack(), detected.astype(np.float64)[None, :]])
+
+
+def _coded_entries(
+    pieces: Iterator[tuple[int, np.ndarray]],
+    keep: np.ndarray,
+    scale: np.ndarray,
+    weights: np.ndarray,
+) -> tuple[int | None, np.ndarray, np.ndarray, np.ndarray]:
+    """The kept rows' non-zero entries of a band that arrives in pieces, as :func:`~cytearc.utils.kernels.normalized_codes` lists them.
+
+    Returns the number of columns (None without pieces), the distinct
+    float64 values, and each entry's code (its index among them) and
+    column, in row-major order. The lists grow in place, so they are
+    written once and never concatenated.
+    """
+    from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
+
+    distinct, codes, columns = np.empty(0), np.empty(0, np.int32), np.empty(0, np.int32)
+    n_columns, n_entries, n_distinct = None, 0, 0
+    for offset, piece in pieces:
+        rows = keep[offset : offset + len(piece)]
+        part = np.ascontiguousarray(piece if rows.all() else piece[rows])
+        n_columns, integral = piece.shape[1], part.dtype.kind in "biu"
+        size = int(np.count_nonzero(part))
+        if n_entries + size > len(codes):
+            # room for the rest of the band at this piece's density and a quarter more
+            rest = (len(keep) - offset) * size // max(1, len(piece))
+            capacity = n_entries + size + rest + rest // 4
+            index = np.int32 if len(keep) * n_columns < 2**31 else np.int64
+            codes = _grown(codes, capacity, n_entries, dtype=index)
+            columns = _grown(columns, capacity, n_entries, dtype=index)
+        if n_distinct + size > len(distinct):
+            distinct = _grown(distinct, max(2 * len(distinct), n_distinct + size), n_distinct)
+        part_scale = scale[offset : offset + len(piece)][rows] if len(scale) else scale
+        found_entries, found = kernels.normalized_codes(
+            part,
+            part_scale,
+            weights,
+            integral,
+            distinct[n_distinct:],
+            codes[n_entries:],
+            columns[n_entries:],
+        )
+        codes[n_entries : n_entries + found_entries] += n_distinct
+        n_entries += found_entries
+        n_distinct += found
+    return n_columns, distinct[:n_distinct], codes[:n_entries], columns[:n_entries]
+
+
+def _grown(
+    array: np.ndarray, capacity: int, used: int, *, dtype: type[np.integer[Any]] | None = None
+) -> np.ndarray:
+    """``array`` with room for ``capacity`` items (of ``dtype``, else its own), its first ``used`` kept."""
+    out = np.empty(capacity, dtype=dtype or array.dtype)
+    out[:used] = array[:used]
+    return out
 
 
 def band_statistics(x: da.Array) -> da.Array:

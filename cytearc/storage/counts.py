@@ -19,7 +19,7 @@ import scipy.sparse as sp
 import zarr
 from dask.delayed import delayed
 from distributed import Future, wait
-from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from zarr.storage import MemoryStore
 
 from cytearc.engine.arrays import (
@@ -533,7 +533,7 @@ def fit_layout(
 
 
 def source_compressor(array: zarr.Array[Any]) -> BytesBytesCodec | None:
-    """The compressor of a source count array (gzip or zstd), or None.
+    """The compressor of a source count array (gzip, zstd or Blosc), or None.
 
     Parameters
     ----------
@@ -547,7 +547,7 @@ def source_compressor(array: zarr.Array[Any]) -> BytesBytesCodec | None:
         :func:`~cytearc.storage.counts.checksummed`.
     """
     for codec in array.compressors:
-        if isinstance(codec, GzipCodec | ZstdCodec):
+        if isinstance(codec, GzipCodec | ZstdCodec | BloscCodec):
             return codec
     return None
 

@@ -1,16 +1,18 @@
 """Whole shards of CyteArc's own layout, decoded without Zarr's per-chunk pipeline.
 
 Every count matrix CyteArc writes is sharded, its inner chunks encoded with
-``bytes`` (little endian) then ``zstd``, the shard index with ``bytes`` then
-``crc32c`` at the end of the shard. Zarr decodes such a shard one inner chunk
-at a time through its asynchronous codec pipeline, which costs about twice
-the CPU of the decompression itself (82 against 39 ms for a 1,024 x 20,000
-``uint16`` shard of 64 inner chunks, on a 2-core machine where that CPU is
-the workers'). :func:`read_shards` reads a region made of whole shards in
-one request per shard and decodes its inner chunks with the same numcodecs
-``Zstd`` that Zarr uses, checking the index's crc32c and each chunk's size;
-zstd checks each chunk's own checksum. Any other layout, or a region that
-does not start and end on shard boundaries, is left to Zarr (``None``).
+``bytes`` (little endian) then ``zstd`` (with its frame checksum) or Blosc
+LZ4 followed by ``crc32c``, the shard index with ``bytes`` then ``crc32c``
+at the end of the shard. Zarr decodes such a shard one inner chunk at a time
+through its asynchronous codec pipeline, which costs about twice the CPU of
+the decompression itself (82 against 39 ms for a 1,024 x 20,000 ``uint16``
+shard of 64 inner chunks, on a 2-core machine where that CPU is the
+workers'). :func:`read_shards` reads a region made of whole shards in one
+request per shard and decodes its inner chunks with the numcodecs codecs
+Zarr uses, checking the index's crc32c, each chunk's crc32c when it has one
+and each chunk's size; zstd checks its own frame checksum. Any other
+layout, or a region that does not start and end on shard boundaries, is
+left to Zarr (``None``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,13 @@ from __future__ import annotations
 import itertools
 import math
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import google_crc32c
 import numpy as np
-from numcodecs import Zstd
-from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from numcodecs import Blosc, Zstd
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 from zarr.codecs.sharding import ShardingCodecIndexLocation
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -45,6 +48,8 @@ _CHECKSUM: Final = 4
 
 _ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 
+_BLOSC_HEADER: Final = 16
+
 
 def _zstd_content_size(frame: memoryview) -> int | None:
     """The decoded size a zstd frame's header declares (RFC 8878, 3.1.1.1), or None if it has none."""
@@ -60,8 +65,35 @@ def _zstd_content_size(frame: memoryview) -> int | None:
     return size + 256 if width == 2 else size
 
 
-def _shard_codec(array: zarr.Array[Any]) -> ShardingCodec | None:
-    """The sharding codec when ``array`` has CyteArc's layout, else None."""
+@dataclass(frozen=True)
+class _Frames:
+    """How the inner chunks of a shard decode: the numcodecs compressor, and whether a crc32c follows each."""
+
+    codec: Zstd | Blosc
+    crc32c: bool
+
+    def decoded_size(self, frame: memoryview) -> int | None:
+        """The size a compressed frame declares it decodes to, or None when its header does not say."""
+        if isinstance(self.codec, Zstd):
+            return _zstd_content_size(frame)
+        return _blosc_content_size(frame)
+
+
+def _blosc_content_size(frame: memoryview) -> int | None:
+    """The decoded size a Blosc frame's 16-byte header declares, or None when the header does not fit the frame.
+
+    The header holds, after 4 bytes of versions, flags and type size, three
+    little-endian int32: the decoded size, the block size and the frame's
+    own length.
+    """
+    if len(frame) < _BLOSC_HEADER:
+        return None
+    size, _, length = np.frombuffer(frame[4:_BLOSC_HEADER], dtype="<i4").tolist()
+    return int(size) if length == len(frame) else None
+
+
+def _shard_codec(array: zarr.Array[Any]) -> tuple[ShardingCodec, _Frames] | None:
+    """The sharding codec and its inner chunks' frames when ``array`` has CyteArc's layout, else None."""
     metadata = array.metadata
     if metadata.zarr_format != 3 or len(metadata.codecs) != 1:
         return None
@@ -77,20 +109,25 @@ def _shard_codec(array: zarr.Array[Any]) -> ShardingCodec | None:
     if not (
         dtype.kind in "biuf"
         and little
-        and len(inner) == 2
+        and len(inner) in {2, 3}
         and isinstance(inner[0], BytesCodec)
-        and isinstance(inner[1], ZstdCodec)
         and (
             dtype.itemsize == 1
             or (inner[0].endian is not None and inner[0].endian.value == "little")
         )
+        and (len(inner) == 2 or isinstance(inner[2], Crc32cCodec))
         and len(index) == 2
         and isinstance(index[0], BytesCodec)
         and (index[0].endian is None or index[0].endian.value == "little")
         and isinstance(index[1], Crc32cCodec)
     ):
         return None
-    return codec
+    compressor = inner[1]
+    if isinstance(compressor, ZstdCodec):
+        return codec, _Frames(Zstd(), crc32c=len(inner) == 3)
+    if isinstance(compressor, BloscCodec) and len(inner) == 3:
+        return codec, _Frames(Blosc(), crc32c=True)
+    return None
 
 
 def _shard_ranges(
@@ -138,7 +175,7 @@ class _Shard:
         position: tuple[int, ...],
         target: np.ndarray,
         *,
-        codec: Zstd,
+        frames: _Frames,
         fill: Any,  # noqa: ANN401 (the array's fill value)
     ) -> None:
         """Decode the inner chunk at ``position`` into ``target``, its part of the result (clipped at the array's edge)."""
@@ -150,9 +187,18 @@ class _Shard:
             msg = f"inner chunk {position} points past the shard's data"
             raise ValueError(msg)
         frame = self.view[offset : offset + length]
+        if frames.crc32c:
+            body = np.frombuffer(frame[:-_CHECKSUM], dtype=np.uint8)
+            if length < _CHECKSUM or google_crc32c.value(body) != int.from_bytes(
+                frame[-_CHECKSUM:], "little"
+            ):
+                msg = f"inner chunk {position} does not match its crc32c checksum"
+                raise ValueError(msg)
+            frame = frame[:-_CHECKSUM]
         chunk_bytes = math.prod(self.chunk) * target.dtype.itemsize
         whole = target.size == math.prod(self.chunk) and target.flags.c_contiguous
-        if whole and _zstd_content_size(frame) == chunk_bytes:
+        codec = frames.codec
+        if whole and frames.decoded_size(frame) == chunk_bytes:
             codec.decode(
                 frame, out=target
             )  # numcodecs checks the frame decodes to its declared size
@@ -171,6 +217,7 @@ def _decode_shard(
     *,
     shard: tuple[int, ...],
     chunk: tuple[int, ...],
+    frames: _Frames,
     fill: Any,  # noqa: ANN401 (the array's fill value)
 ) -> None:
     """Decode one shard's inner chunks into ``out``, the shard's part of the result (clipped at the array's edge)."""
@@ -178,14 +225,13 @@ def _decode_shard(
         out[...] = fill
         return
     stored = _Shard(data, shard=shard, chunk=chunk)
-    codec = Zstd()
     for position in itertools.product(*(range(g) for g in stored.per_shard)):
         region = tuple(
             slice(min(p * c, n), min((p + 1) * c, n))
             for p, c, n in zip(position, chunk, out.shape, strict=True)
         )
         if all(r.start < r.stop for r in region):
-            stored.decode(position, out[region], codec=codec, fill=fill)
+            stored.decode(position, out[region], frames=frames, fill=fill)
 
 
 def _fetch(array: zarr.Array[Any], coords: tuple[int, ...]) -> bytes | None:
@@ -208,7 +254,8 @@ def streams_rows(array: zarr.Array[Any]) -> bool:
     -------
     bool
         True for a 2-D sharded array whose inner chunks are ``bytes`` then
-        ``zstd`` (every count matrix CyteArc writes).
+        ``zstd`` (then optionally ``crc32c``) or Blosc then ``crc32c``: every count matrix
+        CyteArc writes.
 
     Examples
     --------
@@ -251,10 +298,10 @@ def row_pieces(array: zarr.Array[Any], start: int, stop: int) -> Iterator[tuple[
     ------
     ValueError
         ``array`` does not stream (:func:`streams_rows`), the rows are not
-        whole shards, a shard's index fails its checksum, or an inner chunk
-        points past the shard or decodes to the wrong size.
+        whole shards, a shard's index or an inner chunk fails its crc32c,
+        or an inner chunk points past the shard or decodes to the wrong size.
     RuntimeError
-        zstd cannot decode an inner chunk (its checksum fails).
+        The compressor cannot decode an inner chunk (zstd's checksum fails).
 
     Examples
     --------
@@ -266,17 +313,17 @@ def row_pieces(array: zarr.Array[Any], start: int, stop: int) -> Iterator[tuple[
     >>> [(offset, piece.sum(axis=1).tolist()) for offset, piece in row_pieces(z, 0, 6)]
     [(0, [6, 22]), (2, [38, 54]), (4, [70, 86])]
     """
-    codec = _shard_codec(array)
-    if codec is None or array.shards is None or array.ndim != 2:
+    layout = _shard_codec(array)
+    if layout is None or array.shards is None or array.ndim != 2:
         msg = f"row_pieces: {array.path or 'the array'} is not a 2-D array in CyteArc's sharded layout"
         raise ValueError(msg)
+    codec, frames = layout
     shard, chunk = tuple(array.shards), tuple(codec.chunk_shape)
     shape = tuple(array.shape)
     ranges = _shard_ranges((slice(start, stop),), shape, shard)
     if ranges is None:
         msg = f"row_pieces: rows {start}:{stop} of {shape[0]} do not start and end on shards of {shard[0]} rows"
         raise ValueError(msg)
-    zstd = Zstd()
     fill = array.fill_value
     buffer = np.empty((chunk[0], shape[1]), dtype=array.dtype)
     for shard_row in ranges[0]:
@@ -299,7 +346,7 @@ def row_pieces(array: zarr.Array[Any], start: int, stop: int) -> Iterator[tuple[
                     if part is None:
                         target[...] = fill
                     else:
-                        part.decode((inner_row, inner_column), target, codec=zstd, fill=fill)
+                        part.decode((inner_row, inner_column), target, frames=frames, fill=fill)
             yield top - start, piece
 
 
@@ -323,10 +370,10 @@ def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  #
     Raises
     ------
     ValueError
-        A shard's index fails its checksum, or an inner chunk points past
-        the shard or decodes to the wrong size.
+        A shard's index or an inner chunk fails its crc32c, or an inner
+        chunk points past the shard or decodes to the wrong size.
     RuntimeError
-        zstd cannot decode an inner chunk (its checksum fails).
+        The compressor cannot decode an inner chunk (zstd's checksum fails).
 
     Examples
     --------
@@ -340,9 +387,10 @@ def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  #
     >>> read_shards(z, slice(1, 3)) is None
     True
     """
-    codec = _shard_codec(array)
-    if codec is None or array.shards is None:
+    layout = _shard_codec(array)
+    if layout is None or array.shards is None:
         return None
+    codec, frames = layout
     shard, chunk = tuple(array.shards), tuple(codec.chunk_shape)
     shape = tuple(array.shape)
     ranges = _shard_ranges(selection, shape, shard)
@@ -357,6 +405,11 @@ def read_shards(array: zarr.Array[Any], selection: Any) -> np.ndarray | None:  #
             for c, u, a, n in zip(coords, shard, starts, shape, strict=True)
         )
         _decode_shard(
-            _fetch(array, coords), out[region], shard=shard, chunk=chunk, fill=array.fill_value
+            _fetch(array, coords),
+            out[region],
+            shard=shard,
+            chunk=chunk,
+            frames=frames,
+            fill=array.fill_value,
         )
     return out

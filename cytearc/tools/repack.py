@@ -72,6 +72,7 @@ from cytearc.tools._writing import (
     write_cells,
     write_workspace,
 )
+from cytepool.codecs import compressor
 
 if TYPE_CHECKING:
     import argparse
@@ -112,8 +113,8 @@ PROFILES: Final = {
     "fast_local": RepackProfile(
         name="fast_local",
         layout=CountLayout(unit_bytes=64 * 2**20, chunk_bytes=2**20),
-        compressor=ZstdCodec(level=3, checksum=True),
-        description="local disks: 64 MiB shards of 1 MiB chunks, zstd (fast to decode)",
+        compressor=compressor("lz4", error=OperationArgumentError),
+        description="local disks: 64 MiB shards of 1 MiB chunks, LZ4 (fastest to decode)",
     ),
     "object_store": RepackProfile(
         name="object_store",

@@ -433,10 +433,10 @@ def warm() -> None:
     --------
     >>> warm()
     """
-    one, row = np.ones(1), np.zeros(1, np.intp)
+    one, row, entry = np.ones(1), np.zeros(1, np.intp), np.zeros(1, np.int32)
     for dtype in WARM_DTYPES:
         block = np.ones((1, 1), dtype)
-        entries = (np.empty(1), np.empty(1, np.intp), np.empty(1, np.intp))
+        entries = (np.empty(1), entry, entry)
         normalized_codes(block, one, np.empty(0), True, *entries)  # noqa: FBT003
         pair_entries(
             block,
@@ -449,8 +449,8 @@ def warm() -> None:
             np.empty(1, np.int64),
         )
     values = np.ones(1)
-    coded_sums(row, row, values, values, *(np.zeros(1, np.int64), *(np.ones(1),) * 4))
-    coded_squares(row, row, values, values, *(np.zeros(1),) * 4)
+    coded_sums(entry, entry, values, values, *(np.zeros(1, np.int64), *(np.ones(1),) * 4))
+    coded_squares(entry, entry, values, values, *(np.zeros(1),) * 4)
     column_sums(row, values, np.zeros(1), np.zeros(1, np.int64))
     column_squares(row, values, np.zeros(1), np.zeros(1))
     pair_squares(row.astype(np.int64), values, np.zeros((1, 1)), np.zeros((1, 1)))

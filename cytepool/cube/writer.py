@@ -21,7 +21,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, Store, SuffixByt
 from zarr.codecs import BytesCodec
 from zarr.storage import LocalStore, WrapperStore
 
-from cytepool.codecs import Compression, compressor
+from cytepool.codecs import CUBE_COMPRESSIONS, Compression, compressor
 from cytepool.compute import compute
 from cytepool.cube.atomic import fsync_tree, publish, staging
 from cytepool.cube.encoding import hash_rows, layer_type_word
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Self
 
+    from zarr.abc.codec import BytesBytesCodec
     from zarr.abc.store import ByteRequest
-    from zarr.codecs import GzipCodec, ZstdCodec
     from zarr.core.array_spec import ArrayConfigParams
     from zarr.core.buffer import Buffer, BufferPrototype
 
@@ -219,7 +219,7 @@ def write_cube(
     True
     """
     location = as_location(path, storage_options, error=CubeValueError)
-    codec = compressor(compression, error=CubeValueError)
+    codec = compressor(compression, error=CubeValueError, choices=CUBE_COMPRESSIONS)
     if not location.is_local:
         return _write_to_url(cube, location, codec, overwrite=overwrite, progress=progress)
     target = location.path if is_url(path) else Path(path)
@@ -247,7 +247,7 @@ def write_cube(
 def _write_contents(
     cube: Cube,
     store: Store,
-    codec: GzipCodec | ZstdCodec | None,
+    codec: BytesBytesCodec | None,
     *,
     progress: bool,
     where: str,
@@ -284,7 +284,7 @@ def _write_contents(
 def _write_to_url(
     cube: Cube,
     location: Location,
-    codec: GzipCodec | ZstdCodec | None,
+    codec: BytesBytesCodec | None,
     *,
     overwrite: bool,
     progress: bool,
@@ -485,7 +485,7 @@ def _write_array(
     group: zarr.Group,
     name: str,
     values: np.ndarray,
-    codec: GzipCodec | ZstdCodec | None,
+    codec: BytesBytesCodec | None,
     *,
     dimension_names: tuple[str, ...],
     chunks: tuple[int, ...] | None,
@@ -509,7 +509,7 @@ def _write_array(
 
 
 def _write_table(
-    root: zarr.Group, cube: Cube, axis: str, codec: GzipCodec | ZstdCodec | None
+    root: zarr.Group, cube: Cube, axis: str, codec: BytesBytesCodec | None
 ) -> list[str]:
     group = root.create_group(axis)
     columns = cube.encoded_table(axis)
@@ -538,7 +538,7 @@ def _write_group(g: int, blocks: Sequence[np.ndarray], array: zarr.Array[Any]) -
 
 
 def _write_layers(
-    root: zarr.Group, cube: Cube, codec: GzipCodec | ZstdCodec | None, *, progress: bool
+    root: zarr.Group, cube: Cube, codec: BytesBytesCodec | None, *, progress: bool
 ) -> dict[str, LayerDigests]:
     group = root.create_group("layers")
     chunks = layer_chunks(cube.shape)

@@ -621,7 +621,8 @@ def _plot_input(store: Path) -> object:
 @case(
     errors.StoreDamageError,
     r"<store>/matrices/RNA/counts/c/0/0: every inner chunk of the shard \(or its index\) cannot be "
-    r"decoded \(RuntimeError: Zstd decompression error: invalid input data\); the store is damaged - run "
+    r"decoded \(ValueError: inner chunk \(0, 0\) does not match its crc32c checksum\); the store is "
+    r"damaged - run "
     r"`cytearc verify <store>` to find every damaged chunk, then restore the store from a copy or "
     r"import the source again",
 )

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,8 +24,6 @@ from cytearc.storage.layout import CountLayout
 from cytepool.testing import tree_snapshot
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from cytearc.engine.cluster import Engine
     from cytearc.io.importer import ImportResult
 
@@ -169,6 +168,28 @@ def test_identity_ignores_layout_and_compressor(tmp_path: Path, engine: Engine) 
         DataStore(a.path).assays["RNA"].content_fingerprint
         == DataStore(b.path).assays["RNA"].content_fingerprint
     )
+
+
+def test_counts_are_lz4_with_a_checksum_that_another_zarr_reads(
+    tmp_path: Path, engine: Engine
+) -> None:
+    """The default codec is Blosc LZ4HC then crc32c; tensorstore reads both orientations as imported."""
+    tensorstore = pytest.importorskip("tensorstore")
+    from zarr.codecs import BloscCodec, Crc32cCodec, ShardingCodec  # noqa: PLC0415
+
+    matrix = _matrix()
+    result = _import(matrix, tmp_path / "ds.zarr", engine)
+    for name, expected in (("counts", matrix.toarray()), ("countsT", matrix.toarray().T)):
+        path = Path(result.path) / "matrices" / "RNA" / name
+        (sharding,) = zarr.open_array(path).metadata.codecs
+        assert isinstance(sharding, ShardingCodec)
+        _, blosc, checksum = sharding.codecs
+        assert isinstance(blosc, BloscCodec)
+        assert (blosc.cname.value, blosc.clevel, blosc.shuffle.value) == ("lz4hc", 3, "shuffle")
+        assert isinstance(checksum, Crc32cCodec)
+        spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
+        found = np.asarray(tensorstore.open(spec).result().read().result())
+        np.testing.assert_array_equal(found, expected)
 
 
 def test_read_only_open_changes_nothing(tmp_path: Path, engine: Engine) -> None:

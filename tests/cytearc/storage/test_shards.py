@@ -10,19 +10,41 @@ import pytest
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
-from numcodecs import Zstd
-from zarr.codecs import BytesCodec, GzipCodec, TransposeCodec, ZstdCodec
+from numcodecs import Blosc, Zstd
+from zarr.codecs import (
+    BloscCodec,
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
 from zarr.storage import LocalStore, MemoryStore
 
 from cytearc.errors import StoreDamageError
 from cytearc.storage.damage import DECODE_ERRORS, CheckedReads, read_region
-from cytearc.storage.shards import _zstd_content_size, read_shards, row_pieces, streams_rows
+from cytearc.storage.shards import (
+    _blosc_content_size,
+    _zstd_content_size,
+    read_shards,
+    row_pieces,
+    streams_rows,
+)
+from cytepool.codecs import compressor
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
 DTYPES = ("u1", "u2", "u4", "i4", "i8", "f4", "f8", "bool")
+
+COMPRESSORS: dict[str, list[Any]] = {
+    "zstd": [ZstdCodec(checksum=True)],
+    "lz4": [compressor("lz4", error=ValueError), Crc32cCodec()],
+    "zstd crc32c": [ZstdCodec(), Crc32cCodec()],
+    "blosc crc32c": [BloscCodec(cname="zstd", shuffle="bitshuffle"), Crc32cCodec()],
+}
+"""The inner codecs after ``bytes`` that CyteArc decodes itself: what it writes and stores of older releases."""
 
 
 def _array(
@@ -61,12 +83,14 @@ def _cases(draw: st.DrawFn) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...
     return values.astype(dtype), shards, chunks, draw(st.integers(0, 2**16))
 
 
-@given(case=_cases())
+@given(case=_cases(), codec=st.sampled_from(sorted(COMPRESSORS)))
 def test_every_whole_shard_region_reads_as_zarr_reads_it(
-    case: tuple[np.ndarray, tuple[int, ...], tuple[int, ...], int],
+    case: tuple[np.ndarray, tuple[int, ...], tuple[int, ...], int], codec: str
 ) -> None:
     values, shards, chunks, seed = case
-    array = _array(MemoryStore(), values, shards=shards, chunks=chunks)
+    array = _array(
+        MemoryStore(), values, shards=shards, chunks=chunks, compressors=COMPRESSORS[codec]
+    )
     rng = np.random.default_rng(seed)
     grid = [math.ceil(n / s) for n, s in zip(values.shape, shards, strict=True)]
     for _ in range(3):
@@ -130,8 +154,9 @@ def test_a_region_of_part_shards_is_left_to_zarr(region: Any, reason: str) -> No
         {"serializer": BytesCodec(endian="big")},
         {"filters": [TransposeCodec(order=(1, 0))]},
         {"compressors": None},
+        {"compressors": [BloscCodec(cname="lz4")]},
     ],
-    ids=["gzip", "two compressors", "big endian", "transpose", "uncompressed"],
+    ids=["gzip", "two compressors", "big endian", "transpose", "uncompressed", "unchecked blosc"],
 )
 def test_other_layouts_are_left_to_zarr(codecs: dict[str, Any]) -> None:
     values = np.arange(40, dtype="u2").reshape(10, 4)
@@ -154,16 +179,25 @@ def _flip(path: Path, position: int) -> None:
 @pytest.mark.parametrize(
     ("where", "message"),
     [
-        (lambda size: size // 3, "Data corruption|Unknown frame|error"),
+        (lambda size: size // 3, "Data corruption|Unknown frame|error|crc32c"),
         (lambda size: size - 10, "crc32c"),
         (lambda size: size - 2, "crc32c"),
     ],
     ids=["inner chunk", "index", "index checksum"],
 )
-def test_damage_fails_the_read(tmp_path: Path, where: Callable[[int], int], message: str) -> None:
+@pytest.mark.parametrize("codec", sorted(COMPRESSORS))
+def test_damage_fails_the_read(
+    tmp_path: Path, where: Callable[[int], int], message: str, codec: str
+) -> None:
     rng = np.random.default_rng(0)
     values = rng.integers(0, 1000, (8, 64)).astype("u2")
-    array = _array(LocalStore(tmp_path / "s.zarr"), values, shards=(4, 64), chunks=(2, 64))
+    array = _array(
+        LocalStore(tmp_path / "s.zarr"),
+        values,
+        shards=(4, 64),
+        chunks=(2, 64),
+        compressors=COMPRESSORS[codec],
+    )
     shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
     _flip(shard, where(shard.stat().st_size))
     np.testing.assert_array_equal(read_shards(array, slice(0, 4)), values[:4])
@@ -191,6 +225,16 @@ def test_the_zstd_header_gives_the_decoded_size(size: int) -> None:
             bytes(range(256)) * (size // 256) + bytes(size % 256)
         )
         assert _zstd_content_size(memoryview(frame)) == size
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 65_792, 300_000])
+@pytest.mark.parametrize("cname", ["lz4hc", "lz4", "zstd"])
+def test_the_blosc_header_gives_the_decoded_size(size: int, cname: str) -> None:
+    data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    frame = memoryview(Blosc(cname=cname, clevel=3, shuffle=Blosc.SHUFFLE, typesize=2).encode(data))
+    assert _blosc_content_size(frame) == size
+    assert _blosc_content_size(frame[:-1]) is None, "a frame shorter than its header says"
+    assert _blosc_content_size(frame[:15]) is None
 
 
 def test_bytes_that_are_not_a_zstd_frame_declare_no_size() -> None:
@@ -223,12 +267,14 @@ def _assembled(
     return out, sizes
 
 
-@given(case=_matrices())
+@given(case=_matrices(), codec=st.sampled_from(sorted(COMPRESSORS)))
 def test_row_pieces_of_whole_shards_are_the_rows_zarr_reads(
-    case: tuple[np.ndarray, tuple[int, int], tuple[int, int], int],
+    case: tuple[np.ndarray, tuple[int, int], tuple[int, int], int], codec: str
 ) -> None:
     values, shards, chunks, seed = case
-    array = _array(MemoryStore(), values, shards=shards, chunks=chunks)
+    array = _array(
+        MemoryStore(), values, shards=shards, chunks=chunks, compressors=COMPRESSORS[codec]
+    )
     assert streams_rows(array)
     rng = np.random.default_rng(seed)
     n_shards = math.ceil(values.shape[0] / shards[0])
@@ -267,10 +313,17 @@ def test_checked_reads_read_other_layouts_whole() -> None:
     np.testing.assert_array_equal(pieces[0][1], values[4:8])
 
 
-def test_a_damaged_inner_chunk_is_named_by_the_streamed_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("codec", sorted(COMPRESSORS))
+def test_a_damaged_inner_chunk_is_named_by_the_streamed_read(tmp_path: Path, codec: str) -> None:
     rng = np.random.default_rng(0)
     values = rng.integers(0, 1000, (8, 64)).astype("u2")
-    array = _array(LocalStore(tmp_path / "s.zarr"), values, shards=(4, 64), chunks=(2, 64))
+    array = _array(
+        LocalStore(tmp_path / "s.zarr"),
+        values,
+        shards=(4, 64),
+        chunks=(2, 64),
+        compressors=COMPRESSORS[codec],
+    )
     shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
     _flip(shard, shard.stat().st_size // 3)
     reads = CheckedReads(array)
