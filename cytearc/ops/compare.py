@@ -127,20 +127,27 @@ def _pool_pieces(
 
     Returns float64 ``(n_features, 5, n_codes)``: each feature's sums
     (counts, detected, linear_sum, log_sum, log_sum_sq) per pair code, the
-    first two not yet rounded. A feature's sums are all in one piece, added
-    in increasing cell order: the bits of :func:`_pair_sums` of the dense band.
+    first two rounded to integers. A feature's sums are all in one piece,
+    added in increasing cell order: the bits of :func:`_pair_sums` of the
+    dense band.
     """
     scale, codes = cell_scale(library, target_sum), np.asarray(codes, np.int64)
     parts = []
     for _, piece in pieces:
         integers, values = _scaled_pair_sums(piece, scale, codes, n_codes=n_codes, cells_axis=1)
-        parts.append(np.concatenate([integers, values]).transpose(2, 0, 1))
-    return np.concatenate(parts) if parts else np.zeros((0, 5, n_codes))
+        parts.append(np.concatenate([np.rint(integers), values]).transpose(2, 0, 1))
+    return np.concatenate(parts) if parts else np.zeros((0, len(LAYERS), n_codes))
+
+
+def _layer(sums: da.Array, i: int) -> da.Array:
+    """Layer ``i`` of band sums ``(n_features, 5, n_codes)`` as ``(n_codes, n_features)``, integers as int64."""
+    layer: da.Array = sums[:, i, :].T
+    return layer.astype(np.int64) if LAYERS[i] in INTEGER_LAYERS else layer
 
 
 def _pooled_bands(
     source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
-) -> tuple[da.Array, da.Array]:
+) -> dict[str, da.Array]:
     sums = map_row_pieces(
         source.row_source("countsT"),
         _pool_pieces,
@@ -153,23 +160,21 @@ def _pooled_bands(
         n_codes=n_codes,
         target_sum=target_sum,
     )
-    layers = da.moveaxis(sums, 0, 2)
-    integers: da.Array = da.rint(layers[: len(INTEGER_LAYERS)]).astype(np.int64)
-    values: da.Array = layers[len(INTEGER_LAYERS) :]
-    return integers, values
+    return {name: _layer(sums, i) for i, name in enumerate(LAYERS)}
 
 
 def pooled_layers(
     source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
-) -> tuple[da.Array, da.Array]:
-    """Lazy sums per pair code (``-1``: not pooled).
+) -> dict[str, da.Array]:
+    """Lazy sums per pair code (``-1``: not pooled), by layer name.
 
-    Returns ``(integers, values)`` of shapes ``(2, n_codes, n_features)``
-    (counts, detected; int64) and ``(3, n_codes, n_features)`` (linear_sum,
-    log_sum, log_sum_sq; float64). Building them reads nothing. An assay with
-    ``countsT`` is pooled band by band of features, each task owning its
-    features' sums outright (one read of the matrix, nothing to add up
-    between tasks); others by ``counts`` shards added up in a fixed tree.
+    Each layer is ``(n_codes, n_features)``: ``counts`` and ``detected``
+    int64, ``linear_sum``, ``log_sum`` and ``log_sum_sq`` float64. Building
+    them reads nothing. An assay with ``countsT`` is pooled band by band of
+    features, each task owning its features' sums outright (one read of the
+    matrix, nothing to add up between tasks) and each layer's block a slice
+    of its result (one small task per layer and band); others by ``counts``
+    shards added up in a fixed tree.
 
     Parameters
     ----------
@@ -185,8 +190,8 @@ def pooled_layers(
 
     Returns
     -------
-    tuple of dask.array.Array
-        ``(integers, values)``, as above.
+    dict of str to dask.array.Array
+        The layers :data:`INTEGER_LAYERS` and :data:`VALUE_LAYERS`, as above.
 
     Raises
     ------
@@ -214,7 +219,8 @@ def pooled_layers(
         raise OperationArgumentError(msg)
     integers: da.Array = da.concatenate(ints).sum(axis=0, split_every=4)
     values: da.Array = da.concatenate(floats).sum(axis=0, split_every=4)
-    return integers, values
+    layers = {name: integers[i] for i, name in enumerate(INTEGER_LAYERS)}
+    return layers | {name: values[i] for i, name in enumerate(VALUE_LAYERS)}
 
 
 def _labels(
@@ -382,10 +388,9 @@ def compute_bulk(
         g_pos[g] * n_s + s_pos[s] for g, s in zip(groups[rows], samples[rows], strict=True)
     ]
     n_cells = np.bincount(codes[rows], minlength=n_g * n_s).reshape(n_g, n_s).T
-    integers, values = pooled_layers(source, codes, n_g * n_s, target_sum=float(target_sum))
+    sums = pooled_layers(source, codes, n_g * n_s, target_sum=float(target_sum))
     shape = (n_g, n_s, source.shape[1])
-    layers = {name: integers[i].reshape(shape) for i, name in enumerate(INTEGER_LAYERS)}
-    layers |= {name: values[i].reshape(shape) for i, name in enumerate(VALUE_LAYERS)}
+    layers = {name: layer.reshape(shape) for name, layer in sums.items()}
     features = source.features
     return Cube(
         samples=_sample_table(ds, sample_key, samples, sample_order, pooled),
