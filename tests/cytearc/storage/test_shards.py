@@ -170,6 +170,14 @@ def test_unsharded_arrays_are_left_to_zarr() -> None:
     assert read_shards(array, slice(None)) is None
 
 
+def _two_shards(tmp_path: Path, codec: str) -> tuple[np.ndarray, zarr.Array[Any]]:
+    """Random ``uint16`` values in two shards of two inner chunks each, stored in ``s.zarr/x``."""
+    values = np.random.default_rng(0).integers(0, 1000, (8, 64)).astype("u2")
+    store = LocalStore(tmp_path / "s.zarr")
+    compressors = COMPRESSORS[codec]
+    return values, _array(store, values, shards=(4, 64), chunks=(2, 64), compressors=compressors)
+
+
 def _flip(path: Path, position: int) -> None:
     data = bytearray(path.read_bytes())
     data[position] ^= 0x40
@@ -189,15 +197,7 @@ def _flip(path: Path, position: int) -> None:
 def test_damage_fails_the_read(
     tmp_path: Path, where: Callable[[int], int], message: str, codec: str
 ) -> None:
-    rng = np.random.default_rng(0)
-    values = rng.integers(0, 1000, (8, 64)).astype("u2")
-    array = _array(
-        LocalStore(tmp_path / "s.zarr"),
-        values,
-        shards=(4, 64),
-        chunks=(2, 64),
-        compressors=COMPRESSORS[codec],
-    )
+    values, array = _two_shards(tmp_path, codec)
     shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
     _flip(shard, where(shard.stat().st_size))
     np.testing.assert_array_equal(read_shards(array, slice(0, 4)), values[:4])
@@ -315,15 +315,7 @@ def test_checked_reads_read_other_layouts_whole() -> None:
 
 @pytest.mark.parametrize("codec", sorted(COMPRESSORS))
 def test_a_damaged_inner_chunk_is_named_by_the_streamed_read(tmp_path: Path, codec: str) -> None:
-    rng = np.random.default_rng(0)
-    values = rng.integers(0, 1000, (8, 64)).astype("u2")
-    array = _array(
-        LocalStore(tmp_path / "s.zarr"),
-        values,
-        shards=(4, 64),
-        chunks=(2, 64),
-        compressors=COMPRESSORS[codec],
-    )
+    values, array = _two_shards(tmp_path, codec)
     shard = tmp_path / "s.zarr" / "x" / "c" / "1" / "0"
     _flip(shard, shard.stat().st_size // 3)
     reads = CheckedReads(array)
