@@ -101,3 +101,19 @@ def test_refusals_before_writing(source: Path, tmp_path: Path) -> None:
     with pytest.raises(DestinationExistsError):
         SubsetZarr(source, tmp_path / "full", cells="odd", overwrite=True, **THREADS).dump()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["full"]
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_a_subset_keeps_the_sources_codec(tmp_path: Path, compression: str) -> None:
+    """LZ4 counts are copied as LZ4 (then crc32c), zstd counts as zstd, and read back the same."""
+    path = write_store(
+        tmp_path / "ds.zarr", n_cells=300, n_genes=600, compression=compression, **THREADS
+    )
+    ds = DataStore(path)
+    odd = np.arange(ds.cells.n_rows) % 2 == 1
+    out = SubsetZarr(path, tmp_path / "odd.zarr", cells=odd, **THREADS).dump()
+    sub = DataStore(out)
+    assert type(sub.RNA.compressor) is type(ds.RNA.compressor)
+    assert sub.RNA.compressor == ds.RNA.compressor
+    np.testing.assert_array_equal(sub.RNA.countsT.compute(), ds.RNA.counts.compute()[odd].T)
+    assert sub.verify().ok
