@@ -25,10 +25,12 @@ __all__ = [
     "LZ4_LEVEL",
     "ZSTD_LEVEL",
     "Compression",
+    "CubeCompression",
     "compressor",
 ]
 
 Compression = Literal["gzip", "zstd", "lz4"] | None
+CubeCompression = Literal["gzip", "zstd"] | None
 
 COMPRESSIONS: Final[tuple[str | None, ...]] = ("gzip", "zstd", "lz4", None)
 """Every compression name :func:`compressor` knows."""

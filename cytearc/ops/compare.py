@@ -40,6 +40,7 @@ from cytearc.storage.counts import BAND_BYTES
 from cytearc.storage.destinations import writable_location
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
+from cytepool.codecs import CUBE_COMPRESSIONS
 from cytepool.locations import as_location
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
-    from cytepool.codecs import Compression
+    from cytepool.codecs import CubeCompression
 
 __all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "write_bulk"]
 
@@ -447,7 +448,7 @@ def write_bulk(
     group_key: str,
     cell_selection: SelectionLike = None,
     target_sum: float = 1e4,
-    compression: Compression = "gzip",
+    compression: CubeCompression = "gzip",
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
 ) -> Path | str:
@@ -508,7 +509,7 @@ def write_bulk(
         ``path`` is on a read-only protocol (``http(s)://``).
     """
     operation = "compare.write_bulk"
-    parse_choice(compression, ("gzip", "zstd", None), name="compression", operation=operation)
+    parse_choice(compression, CUBE_COMPRESSIONS, name="compression", operation=operation)
     location = writable_location(path, storage_options=storage_options, kind="cubes")
     if location.overlaps(as_location(ds.where)):
         msg = f"{location}: {operation}: the cube would be written inside the store {ds.where}; write it beside the store"

@@ -21,7 +21,7 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, Store, SuffixByt
 from zarr.codecs import BytesCodec
 from zarr.storage import LocalStore, WrapperStore
 
-from cytepool.codecs import CUBE_COMPRESSIONS, Compression, compressor
+from cytepool.codecs import CUBE_COMPRESSIONS, CubeCompression, compressor
 from cytepool.compute import compute
 from cytepool.cube.atomic import fsync_tree, publish, staging
 from cytepool.cube.encoding import hash_rows, layer_type_word
@@ -117,7 +117,7 @@ def write_cube(
     cube: Cube,
     path: os.PathLike[str],
     *,
-    compression: Compression = ...,
+    compression: CubeCompression = ...,
     overwrite: bool = ...,
     progress: bool = ...,
     storage_options: Mapping[str, Any] | None = ...,
@@ -127,7 +127,7 @@ def write_cube(
     cube: Cube,
     path: str,
     *,
-    compression: Compression = ...,
+    compression: CubeCompression = ...,
     overwrite: bool = ...,
     progress: bool = ...,
     storage_options: Mapping[str, Any] | None = ...,
@@ -136,7 +136,7 @@ def write_cube(
     cube: Cube,
     path: str | os.PathLike[str],
     *,
-    compression: Compression = "gzip",
+    compression: CubeCompression = "gzip",
     overwrite: bool = False,
     progress: bool = False,
     storage_options: Mapping[str, Any] | None = None,

@@ -131,7 +131,7 @@ def test_dask_layers_are_written_without_loading_whole(tmp_path: Path) -> None:
 def test_bad_compression_is_refused(tmp_path: Path, cube: Cube) -> None:
     """An unknown compression name raises before anything is written."""
     with pytest.raises(CubeValueError, match="compression"):
-        write_cube(cube, tmp_path / "x.cube.zarr", compression="lz4")
+        write_cube(cube, tmp_path / "x.cube.zarr", compression="lz4")  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
 
 
