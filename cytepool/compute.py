@@ -24,15 +24,17 @@ import os
 import sys
 import threading
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
 from dask.base import compute as dask_compute
+from dask.base import is_dask_collection
 from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
-from distributed import Client, default_client, wait
+from distributed import Client, default_client, futures_of, wait
 from distributed import progress as cluster_progress
 from distributed.client import ClosedClientError
 from distributed.comm.core import CommClosedError
@@ -44,8 +46,6 @@ from tqdm.dask import TqdmCallback
 from cytepool.errors import ClusterConnectError, ClusterLostError, CytePoolError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from distributed import Worker
 
 __all__ = [
@@ -253,11 +253,20 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
     try:
         limit_blas_threads(client)
         with client.as_current():
-            futures = client.compute(list(collections))
+            collections = tuple(  # containers of collections, as client.compute takes them
+                delayed(c) if isinstance(c, list | set | tuple | dict | Iterator) else c
+                for c in collections
+            )
+            # one persist for all: optimized one by one, a shared task would run once for each
+            lazy = [c for c in collections if is_dask_collection(c)]
+            done = iter(client.persist(lazy) if lazy else ())
+            persisted = [next(done) if is_dask_collection(c) else c for c in collections]
+            futures = [f for c in persisted for f in futures_of(c)]
             if progress:
                 cluster_progress(futures)
             wait(futures)
-            return tuple(client.gather(futures))
+            values = dict(zip((f.key for f in futures), client.gather(futures), strict=True))
+            return tuple(_finalized(c, values) for c in persisted)
     except (CancelledError, OSError, ClosedClientError) as error:
         lost = isinstance(error, CommClosedError | ClosedClientError) or client.status != "running"
         if not lost:  # a task's own error (raised again by gather), or a future cancelled by a user
@@ -267,6 +276,23 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
             f"({type(error).__name__}); {remedy}"
         )
         raise ClusterLostError(msg) from error
+
+
+def _finalized(collection: Any, values: dict[Any, Any]) -> Any:  # noqa: ANN401
+    """A persisted collection's value from its blocks' values, made in this process.
+
+    The blocks come straight from the workers that hold them, instead of
+    being sent to one worker to be put together (``client.compute``'s
+    finalize task) and then sent on here.
+    """
+    if not is_dask_collection(collection):
+        return collection
+
+    def nested(keys: Any) -> Any:  # noqa: ANN401
+        return [nested(k) for k in keys] if isinstance(keys, list) else values[keys]
+
+    finalize, args = collection.__dask_postcompute__()
+    return finalize(nested(collection.__dask_keys__()), *args)
 
 
 @contextlib.contextmanager

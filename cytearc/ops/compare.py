@@ -38,6 +38,7 @@ from cytearc.ops.selection import (
 )
 from cytearc.storage.counts import BAND_BYTES
 from cytearc.storage.destinations import writable_location
+from cytearc.storage.shards import streams_rows
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
 from cytepool.codecs import CUBE_COMPRESSIONS
@@ -46,6 +47,8 @@ from cytepool.locations import as_location
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
+
+    import zarr
 
     from cytearc.assays import Assay
     from cytearc.storage.store import AnalysisStore
@@ -56,6 +59,10 @@ __all__ = ["INTEGER_LAYERS", "VALUE_LAYERS", "compute_bulk", "pooled_layers", "w
 INTEGER_LAYERS: Final = ("counts", "detected")
 VALUE_LAYERS: Final = ("linear_sum", "log_sum", "log_sum_sq")
 LAYERS: Final = INTEGER_LAYERS + VALUE_LAYERS
+STREAMED_BAND_BYTES: Final = 192 * 2**20
+"""Stored values of ``countsT`` a pooling task streams through, at most (unless one shard is larger)."""
+MIN_BANDS: Final = 16
+"""Pooling bands of a streamed ``countsT``, at least (unless it has fewer shards)."""
 
 
 def _scaled_pair_sums(
@@ -140,41 +147,75 @@ def _pool_pieces(
     return np.concatenate(parts) if parts else np.zeros((0, len(LAYERS), n_codes))
 
 
-def _layer(sums: da.Array, i: int) -> da.Array:
-    """Layer ``i`` of band sums ``(n_features, 5, n_codes)`` as ``(n_codes, n_features)``, integers as int64."""
-    layer: da.Array = sums[:, i, :].T
-    return layer.astype(np.int64) if LAYERS[i] in INTEGER_LAYERS else layer
+def _band_layer(sums: np.ndarray, *, i: int, n_groups: int, n_samples: int) -> np.ndarray:
+    """Layer ``i`` of a band's sums ``(n_features, 5, n_codes)`` as ``(n_groups, n_samples, n_features)``."""
+    layer = sums[:, i, :].T.reshape(n_groups, n_samples, len(sums))
+    return layer.astype(np.int64) if LAYERS[i] in INTEGER_LAYERS else np.ascontiguousarray(layer)
+
+
+def _band_bytes(matrix: zarr.Array[Any] | da.Array, n_codes: int) -> int:
+    """Stored bytes of values per pooling band of ``countsT``.
+
+    A stored matrix in CyteArc's layout streams through its band a megabyte
+    at a time, so its bands are up to :data:`STREAMED_BAND_BYTES` (fewer
+    tasks and results), in at least :data:`MIN_BANDS` bands for the workers
+    to share, and with sums of at most :data:`BAND_BYTES`; any other matrix
+    is read band by band whole, up to :data:`BAND_BYTES`.
+    """
+    if isinstance(matrix, da.Array) or not streams_rows(matrix):
+        return BAND_BYTES
+    row_bytes = matrix.shape[1] * matrix.dtype.itemsize
+    rows = min(-(-matrix.shape[0] // MIN_BANDS), BAND_BYTES // (len(LAYERS) * n_codes * 8))
+    return max(1, min(STREAMED_BAND_BYTES, rows * row_bytes))
 
 
 def _pooled_bands(
-    source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
+    source: Assay, codes: np.ndarray, *, n_groups: int, n_samples: int, target_sum: float
 ) -> dict[str, da.Array]:
+    matrix = source.row_source("countsT")
     sums = map_row_pieces(
-        source.row_source("countsT"),
+        matrix,
         _pool_pieces,
         rows_out=None,
-        tail=(len(LAYERS), n_codes),
+        tail=(len(LAYERS), n_groups * n_samples),
         dtype=np.float64,
-        target_bytes=BAND_BYTES,
+        target_bytes=_band_bytes(matrix, n_groups * n_samples),
         library=source.summary("rowSums").astype(np.float64),
         codes=np.asarray(codes, np.int64),
-        n_codes=n_codes,
+        n_codes=n_groups * n_samples,
         target_sum=target_sum,
     )
-    return {name: _layer(sums, i) for i, name in enumerate(LAYERS)}
+    # The band's (5, n_codes) axes are named as the layer's one-block (group, sample) axes,
+    # resized by adjust_chunks: with no contracted axis, a map_blocks over a layer (a cube's
+    # checks) fuses into this task instead of running as a second task and an alias.
+    return {
+        name: da.blockwise(
+            _band_layer,
+            "gsf",
+            sums,
+            "fgs",
+            adjust_chunks={"g": n_groups, "s": n_samples},
+            dtype=np.int64 if name in INTEGER_LAYERS else np.float64,
+            i=i,
+            n_groups=n_groups,
+            n_samples=n_samples,
+        )
+        for i, name in enumerate(LAYERS)
+    }
 
 
 def pooled_layers(
-    source: Assay, codes: np.ndarray, n_codes: int, *, target_sum: float
+    source: Assay, codes: np.ndarray, *, n_groups: int, n_samples: int, target_sum: float
 ) -> dict[str, da.Array]:
-    """Lazy sums per pair code (``-1``: not pooled), by layer name.
+    """Lazy sums per (group, sample) pair, by layer name.
 
-    Each layer is ``(n_codes, n_features)``: ``counts`` and ``detected``
-    int64, ``linear_sum``, ``log_sum`` and ``log_sum_sq`` float64. Building
-    them reads nothing. An assay with ``countsT`` is pooled band by band of
-    features, each task owning its features' sums outright (one read of the
-    matrix, nothing to add up between tasks) and each layer's block a slice
-    of its result (one small task per layer and band); others by ``counts``
+    Each layer is ``(n_groups, n_samples, n_features)``: ``counts`` and
+    ``detected`` int64, ``linear_sum``, ``log_sum`` and ``log_sum_sq``
+    float64. Building them reads nothing. An assay with ``countsT`` is
+    pooled band by band of features, each task owning its features' sums
+    outright (one read of the matrix, nothing to add up between tasks) and
+    each layer's block a slice of its result, taken in one task with
+    whatever a caller maps over the layer's blocks; others by ``counts``
     shards added up in a fixed tree.
 
     Parameters
@@ -182,10 +223,10 @@ def pooled_layers(
     source
         The assay.
     codes
-        One pair code per cell, ``0 .. n_codes - 1``, or -1 for a cell not
-        pooled.
-    n_codes
-        The number of pairs.
+        One pair code per cell, ``group * n_samples + sample``, or -1 for a
+        cell not pooled.
+    n_groups, n_samples
+        The number of groups and of samples.
     target_sum
         The library size of the normalized values.
 
@@ -200,7 +241,10 @@ def pooled_layers(
         No cell has a code (for an assay without ``countsT``).
     """
     if source.stores_transpose:
-        return _pooled_bands(source, codes, n_codes, target_sum=target_sum)
+        return _pooled_bands(
+            source, codes, n_groups=n_groups, n_samples=n_samples, target_sum=target_sum
+        )
+    n_codes = n_groups * n_samples
     counts = source.counts.rechunk({1: -1})
     library = source.summary("rowSums").astype(np.float64)
     n_features = source.shape[1]
@@ -220,8 +264,9 @@ def pooled_layers(
         raise OperationArgumentError(msg)
     integers: da.Array = da.concatenate(ints).sum(axis=0, split_every=4)
     values: da.Array = da.concatenate(floats).sum(axis=0, split_every=4)
-    layers = {name: integers[i] for i, name in enumerate(INTEGER_LAYERS)}
-    return layers | {name: values[i] for i, name in enumerate(VALUE_LAYERS)}
+    shape = (n_groups, n_samples, n_features)
+    layers = {name: integers[i].reshape(shape) for i, name in enumerate(INTEGER_LAYERS)}
+    return layers | {name: values[i].reshape(shape) for i, name in enumerate(VALUE_LAYERS)}
 
 
 def _labels(
@@ -389,9 +434,7 @@ def compute_bulk(
         g_pos[g] * n_s + s_pos[s] for g, s in zip(groups[rows], samples[rows], strict=True)
     ]
     n_cells = np.bincount(codes[rows], minlength=n_g * n_s).reshape(n_g, n_s).T
-    sums = pooled_layers(source, codes, n_g * n_s, target_sum=float(target_sum))
-    shape = (n_g, n_s, source.shape[1])
-    layers = {name: layer.reshape(shape) for name, layer in sums.items()}
+    layers = pooled_layers(source, codes, n_groups=n_g, n_samples=n_s, target_sum=float(target_sum))
     features = source.features
     return Cube(
         samples=_sample_table(ds, sample_key, samples, sample_order, pooled),

@@ -107,6 +107,43 @@ def test_collections_run_on_the_current_client(client: Client) -> None:
     assert {task["worker"] for task in stream.data} <= workers
 
 
+def test_results_on_a_cluster_are_assembled_here_in_argument_order(client: Client) -> None:
+    """Blocks come from the workers to the client (no finalize task); values and order as given."""
+    x = np.arange(60, dtype=np.float64).reshape(6, 10)
+    lazy = da.from_array(x, chunks=(4, 3)) * 2
+    with client.as_current(), get_task_stream(client=client) as stream:
+        array, total = compute(lazy, lazy.sum())
+    np.testing.assert_array_equal(array, x * 2)
+    assert total == x.sum() * 2
+    assert stream.data
+    assert not [t["key"] for t in stream.data if "finalize" in str(t["key"])]
+    with client.as_current():
+        results = compute(lazy, delayed(len)("abc"), [delayed(abs)(-2), lazy.sum()], 7)
+    np.testing.assert_array_equal(results[0], x * 2)
+    assert results[1:] == (3, [2, x.sum() * 2], 7)
+
+
+_calls: list[int] = []
+
+
+def _counted(i: int) -> np.ndarray:
+    _calls.append(i)
+    return np.full(2, i)
+
+
+def test_a_task_shared_by_two_collections_runs_once_on_a_cluster(client: Client) -> None:
+    """Collections computed together are optimized together: a block both read is computed once."""
+    _calls.clear()
+    base = da.concatenate(
+        [da.from_delayed(delayed(_counted)(i), shape=(2,), dtype=int) for i in range(3)]
+    )
+    with client.as_current():
+        plus, times = compute(base + 1, base * 2)
+    np.testing.assert_array_equal(plus, np.repeat(np.arange(3), 2) + 1)
+    np.testing.assert_array_equal(times, np.repeat(np.arange(3), 2) * 2)
+    assert sorted(_calls) == [0, 1, 2]
+
+
 @pytest.mark.slow
 def test_limma_voom_runs_on_the_current_client(client: Client) -> None:
     """Inside ``as_current``, limma_voom fits each group on the cluster, as on threads."""

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pytest
+from dask._task_spec import Alias
+from dask.base import collections_to_expr
+from dask.utils import key_split
 
 from cytearc import DataStore
 from cytearc.cli import main
 from cytearc.datasets import SyntheticDataset, generate, write_store
 from cytearc.engine.arrays import feature_bands
 from cytearc.errors import OperationArgumentError, UnmeasuredCellsError
+from cytearc.ops.compare import LAYERS, MIN_BANDS
 from cytearc.storage.counts import BAND_BYTES
 from cytearc.storage.layout import CountLayout
 from cytearc.testing import write_membership
@@ -158,6 +163,33 @@ def test_bands_of_many_small_shards_give_the_same_cube_and_markers(
         np.testing.assert_array_equal(
             markers[0].read(name).view(np.uint8), markers[1].read(name).view(np.uint8)
         )
+
+
+def test_a_band_is_one_task_and_each_layer_block_one_more(store: Path, tmp_path: Path) -> None:
+    """Pooling's graph: a task per band of whole countsT shards, and one per layer and band.
+
+    The cube's checks run in the layer's task (no alias tasks), and there are
+    at least MIN_BANDS bands where countsT has that many shards.
+    """
+    small = write_store(
+        tmp_path / "small.zarr",
+        cluster="threads",
+        layout=CountLayout(unit_bytes=2048, chunk_bytes=1024),
+        **SIZE,
+    )
+    for path in (store, small):
+        ds = _threads(path)
+        cube = ds.compare.compute_bulk(sample_key="sample", group_key="cell_type")
+        layers = [cube.layers[name] for name in sorted(cube.layers)]
+        bands = layers[0].chunks[2]
+        shard = ds.assays["RNA"].row_source("countsT").shards[0]
+        assert all(b % shard == 0 for b in bands[:-1])
+        assert len(bands) >= min(MIN_BANDS, -(-SIZE["n_genes"] // shard))
+        graph = collections_to_expr(layers, optimize_graph=True).optimize().__dask_graph__()
+        assert not [key for key, task in graph.items() if isinstance(task, Alias)]
+        names = Counter(key_split(key) for key in graph)
+        assert names["row-pieces"] == len(bands)
+        assert names["checked"] == len(LAYERS) * len(bands)
 
 
 def test_unmeasured_cells_are_refused(tmp_path: Path) -> None:
