@@ -5,8 +5,8 @@ feature: ``counts``, ``detected`` (cells with a non-zero count), and of the
 library-size normalized values ``v = x / rowSums * target_sum``:
 ``linear_sum`` (sum of ``v``), ``log_sum`` (sum of ``log1p(v)``) and
 ``log_sum_sq`` (sum of ``log1p(v)**2``), with ``n_cells``. The layers are lazy
-Dask arrays: one task per ``countsT`` shard (a band of features over every
-cell) computes its features' sums for every pair from the non-zero values
+Dask arrays: one task per band of whole ``countsT`` shards (features over
+every cell) computes its features' sums for every pair from the non-zero values
 (compiled loops that add in ``numpy.bincount``'s order), so the matrix is
 read once and no partial sums travel between tasks (assays without
 ``countsT`` add up ``counts`` shards in a fixed tree); the cube's values and
