@@ -6,6 +6,9 @@ scheduler on a pool of threads owned by the call (or another local scheduler
 set in ``dask.config``). Every task has ended when it returns, also after a
 failure, so a caller that cleans up (a writer removing its staging directory,
 an artifact producer deleting its group) never races a task still writing.
+On a cluster the collections are persisted together (one graph, optimized
+once) and their blocks gathered from the workers that hold them; each result
+is put together in the calling process, as on the threaded scheduler.
 
 Tasks run with one BLAS thread wherever they run, so a matrix product sums in
 the same order, and gives the same bits, on the threaded scheduler and on any
@@ -257,7 +260,8 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
                 delayed(c) if isinstance(c, list | set | tuple | dict | Iterator) else c
                 for c in collections
             )
-            # one persist for all: optimized one by one, a shared task would run once for each
+            # one persist: collections persisted one by one are optimized apart, and a task
+            # two of them share (fused into each) would run once for each
             lazy = [c for c in collections if is_dask_collection(c)]
             done = iter(client.persist(lazy) if lazy else ())
             persisted = [next(done) if is_dask_collection(c) else c for c in collections]

@@ -147,7 +147,10 @@ def write_block(
     """Write ``block`` at ``start`` in one task, refusing a block that is not whole shards.
 
     The one way a task stores into a sharded array (graphs use
-    :func:`store_aligned`, which checks every block the same way).
+    :func:`store_aligned`, which checks every block the same way). In an
+    array configured with ``write_empty_chunks``, a shard of fill values only
+    is not stored (a reader takes the fill value there) and every chunk of
+    the other shards is, without comparing each chunk with the fill value.
 
     Parameters
     ----------
@@ -176,7 +179,32 @@ def write_block(
                 "a partial shard written by two tasks loses data"
             )
             raise ShardAlignmentError(msg)
-    array[tuple(slice(b, b + n) for b, n in zip(start, block.shape, strict=True))] = block
+    if not array.config.write_empty_chunks:
+        array[tuple(slice(b, b + n) for b, n in zip(start, block.shape, strict=True))] = block
+        return
+    shards = [
+        tuple(
+            slice(i, min(i + step, size))
+            for i, step, size in zip(corner, unit, block.shape, strict=True)
+        )
+        for corner in itertools.product(
+            *(range(0, size, step) for size, step in zip(block.shape, unit, strict=True))
+        )
+    ]
+    fill = [_only_fill(block[shard], array.fill_value) for shard in shards]
+    parts = [(tuple(slice(0, n) for n in block.shape), fill[0])] if len(set(fill)) == 1 else []
+    for shard, only_fill in parts or zip(shards, fill, strict=True):
+        # Zarr deletes a chunk of fill values only when it compares each chunk with the fill value
+        target = array.with_config({"write_empty_chunks": False}) if only_fill else array
+        target[tuple(slice(b + p.start, b + p.stop) for b, p in zip(start, shard, strict=True))] = (
+            block[shard]
+        )
+
+
+def _only_fill(block: np.ndarray, fill: Any) -> bool:  # noqa: ANN401
+    if fill == 0:
+        return not np.count_nonzero(block)
+    return bool(np.array_equal(block, np.broadcast_to(fill, block.shape), equal_nan=True))
 
 
 def store_aligned(x: da.Array, array: zarr.Array[Any], *, where: str = "store") -> Delayed:

@@ -80,7 +80,10 @@ until its worker has written it; at most two per worker are in flight."""
 _BAND_ATTEMPTS: Final = 4
 """How many times a band is sent, when the workers holding it are lost."""
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
-_ARRAY_CONFIG: Final = {"write_empty_chunks": False}
+_ARRAY_CONFIG: Final = {"write_empty_chunks": True}
+"""Count arrays store every chunk of a band (Zarr's comparison of each chunk with the fill
+value cost a quarter of an import); :func:`~cytearc.engine.arrays.write_block` leaves out a
+band of zeros."""
 """The codecs after ``bytes`` of ``countSummaries`` arrays: zstd with its frame checksum."""
 
 

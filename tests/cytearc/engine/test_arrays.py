@@ -93,6 +93,42 @@ def test_write_block_refuses_partial_shards() -> None:
         write_block(z, np.ones((200, 30), dtype="u2"), (100, 0), where="counts")
 
 
+def _sharded(
+    values: np.ndarray, *, fill: int, every_chunk: bool
+) -> tuple[zarr.Array[Any], dict[str, Any]]:
+    store = zarr.storage.MemoryStore()
+    z = zarr.create_array(
+        store=store,
+        shape=values.shape,
+        shards=(200, 30),
+        chunks=(50, 30),
+        dtype="u2",
+        fill_value=fill,
+        config={"write_empty_chunks": every_chunk},
+    )
+    return z, store._store_dict
+
+
+@pytest.mark.parametrize("fill", [0, 7])
+def test_write_block_stores_every_chunk_of_a_shard_with_values_and_no_shard_of_fill(
+    fill: int,
+) -> None:
+    """With write_empty_chunks, a shard of fill values has no object; the others hold every chunk."""
+    from cytearc.engine.arrays import write_block  # noqa: PLC0415
+
+    values = np.full((600, 30), fill, dtype="u2")
+    values[0:10] = 3  # shard 0: one chunk of values, three of fill values
+    values[450] = 4  # shard 2
+    z, stored = _sharded(values, fill=fill, every_chunk=True)
+    write_block(z, values[:400], (0, 0), where="counts")  # shards 0 and 1 in one block
+    write_block(z, values[400:], (400, 0), where="counts")
+    np.testing.assert_array_equal(z[:], values)
+    assert sorted(k for k in stored if k.startswith("c/")) == ["c/0/0", "c/2/0"]
+    sparse, fewer = _sharded(values, fill=fill, every_chunk=False)
+    sparse[:200] = values[:200]
+    assert len(fewer["c/0/0"].to_bytes()) < len(stored["c/0/0"].to_bytes())
+
+
 def _gram(block: np.ndarray) -> np.ndarray:
     gram: np.ndarray = block.T @ block
     return gram
