@@ -6,9 +6,6 @@ scheduler on a pool of threads owned by the call (or another local scheduler
 set in ``dask.config``). Every task has ended when it returns, also after a
 failure, so a caller that cleans up (a writer removing its staging directory,
 an artifact producer deleting its group) never races a task still writing.
-On a cluster the collections are persisted together (one graph, optimized
-once) and their blocks gathered from the workers that hold them; each result
-is put together in the calling process, as on the threaded scheduler.
 
 Tasks run with one BLAS thread wherever they run, so a matrix product sums in
 the same order, and gives the same bits, on the threaded scheduler and on any
@@ -23,26 +20,19 @@ per core, and OpenBLAS then splits a float32 product differently.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 import threading
 import weakref
-from collections.abc import Iterator
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
-import dask.array as da
-import numpy as np
-from dask.array.core import slices_from_chunks
 from dask.base import compute as dask_compute
-from dask.base import is_dask_collection
-from dask.core import flatten
 from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
-from distributed import Client, default_client, futures_of, wait
+from distributed import Client, default_client, wait
 from distributed import progress as cluster_progress
 from distributed.client import ClosedClientError
 from distributed.comm.core import CommClosedError
@@ -54,6 +44,8 @@ from tqdm.dask import TqdmCallback
 from cytepool.errors import ClusterConnectError, ClusterLostError, CytePoolError
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from distributed import Worker
 
 __all__ = [
@@ -79,8 +71,6 @@ _THREAD_VARIABLES: Final = (
     "NUMEXPR_NUM_THREADS",
 )
 _PLUGIN_NAME: Final = "cytepool-one-blas-thread"
-GATHER_BYTES: Final = 64 * 2**20
-"""Bytes of an array's blocks gathered at a time from a cluster into the array computed."""
 _registered: weakref.WeakSet[Client] = weakref.WeakSet()
 _registering = threading.Lock()
 
@@ -263,21 +253,11 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
     try:
         limit_blas_threads(client)
         with client.as_current():
-            collections = tuple(  # containers of collections, as client.compute takes them
-                delayed(c) if isinstance(c, list | set | tuple | dict | Iterator) else c
-                for c in collections
-            )
-            # one persist: collections persisted one by one are optimized apart, and a task
-            # two of them share (fused into each) would run once for each
-            lazy = [c for c in collections if is_dask_collection(c)]
-            done = iter(client.persist(lazy) if lazy else ())
-            persisted = [next(done) if is_dask_collection(c) else c for c in collections]
-            futures = [f for c in persisted for f in futures_of(c)]
+            futures = client.compute(list(collections))
             if progress:
                 cluster_progress(futures)
             wait(futures)
-            by_key = {f.key: f for f in futures}
-            return tuple(_finalized(client, c, by_key) for c in persisted)
+            return tuple(client.gather(futures))
     except (CancelledError, OSError, ClosedClientError) as error:
         lost = isinstance(error, CommClosedError | ClosedClientError) or client.status != "running"
         if not lost:  # a task's own error (raised again by gather), or a future cancelled by a user
@@ -287,58 +267,6 @@ def _on_cluster(client: Client, collections: tuple[Any, ...], *, progress: bool)
             f"({type(error).__name__}); {remedy}"
         )
         raise ClusterLostError(msg) from error
-
-
-def _finalized(client: Client, collection: Any, futures: dict[Any, Any]) -> Any:  # noqa: ANN401
-    """A persisted collection's value, put together in this process from its blocks' futures.
-
-    The blocks come straight from the workers that hold them, instead of
-    being sent to one worker to be put together (``client.compute``'s
-    finalize task) and then sent on here. A NumPy array is filled a few
-    blocks at a time, so this process holds the result and at most
-    :data:`GATHER_BYTES` of blocks besides.
-    """
-    if not is_dask_collection(collection):
-        return collection
-    if isinstance(collection, da.Array) and collection.ndim:
-        assembled = _assembled(client, collection, futures)
-        if assembled is not None:
-            return assembled
-    keys = list(flatten(collection.__dask_keys__()))
-    values = dict(zip(keys, client.gather([futures[k] for k in keys]), strict=True))
-
-    def nested(keys: Any) -> Any:  # noqa: ANN401
-        return [nested(k) for k in keys] if isinstance(keys, list) else values[keys]
-
-    finalize, args = collection.__dask_postcompute__()
-    return finalize(nested(collection.__dask_keys__()), *args)
-
-
-def _assembled(client: Client, x: da.Array, futures: dict[Any, Any]) -> np.ndarray | None:
-    """``x`` filled from its blocks, or None when a block is not the NumPy block its chunks say."""
-    if not isinstance(x._meta, np.ndarray) or any(math.isnan(n) for n in x.shape):
-        return None
-    out = np.empty(x.shape, dtype=x.dtype)
-    batch: list[tuple[tuple[slice, ...], Any]] = []
-    size = 0
-    places = slices_from_chunks(x.chunks)
-    for i, (place, key) in enumerate(zip(places, flatten(x.__dask_keys__()), strict=True)):
-        batch.append((place, key))
-        size += math.prod(s.stop - s.start for s in place) * out.itemsize
-        if size < GATHER_BYTES and i + 1 < len(places):
-            continue
-        for (where, _), block in zip(
-            batch, client.gather([futures[k] for _, k in batch]), strict=True
-        ):
-            if (
-                not isinstance(block, np.ndarray)
-                or block.dtype != out.dtype
-                or block.shape != out[where].shape
-            ):
-                return None
-            out[where] = block
-        batch, size = [], 0
-    return out
 
 
 @contextlib.contextmanager
