@@ -192,12 +192,15 @@ def write_block(
         )
     ]
     fill = [_only_fill(block[shard], array.fill_value) for shard in shards]
-    parts = [(tuple(slice(0, n) for n in block.shape), fill[0])] if len(set(fill)) == 1 else []
-    for shard, only_fill in parts or zip(shards, fill, strict=True):
+    if len(set(fill)) == 1:  # one write of the whole block
+        writes = [(tuple(slice(0, n) for n in block.shape), fill[0])]
+    else:
+        writes = list(zip(shards, fill, strict=True))
+    for part, only_fill in writes:
         # Zarr deletes a chunk of fill values only when it compares each chunk with the fill value
         target = array.with_config({"write_empty_chunks": False}) if only_fill else array
-        target[tuple(slice(b + p.start, b + p.stop) for b, p in zip(start, shard, strict=True))] = (
-            block[shard]
+        target[tuple(slice(b + p.start, b + p.stop) for b, p in zip(start, part, strict=True))] = (
+            block[part]
         )
 
 

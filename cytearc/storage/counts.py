@@ -81,10 +81,9 @@ _BAND_ATTEMPTS: Final = 4
 """How many times a band is sent, when the workers holding it are lost."""
 LAYOUT_ATTRIBUTE: Final = "cytearc:countMatrixLayout"
 _ARRAY_CONFIG: Final = {"write_empty_chunks": True}
-"""Count arrays store every chunk of a band (Zarr's comparison of each chunk with the fill
-value cost a quarter of an import); :func:`~cytearc.engine.arrays.write_block` leaves out a
-band of zeros."""
-"""The codecs after ``bytes`` of ``countSummaries`` arrays: zstd with its frame checksum."""
+"""Count arrays store every chunk of a shard that holds a count: Zarr's comparison of each
+chunk with the fill value cost a quarter of an import; :func:`~cytearc.engine.arrays.write_block`
+leaves out a shard of zeros."""
 
 
 def checksummed(compressor: BytesBytesCodec | None) -> tuple[BytesBytesCodec, ...]:
