@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import dask.array as da
 import numpy as np
+from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.base import tokenize
 from dask.delayed import delayed
 from dask.highlevelgraph import HighLevelGraph
@@ -40,6 +41,7 @@ __all__ = [
     "open_lazy",
     "storage_block",
     "store_aligned",
+    "streams_pieces",
     "take_rows",
     "validate_aligned",
 ]
@@ -179,23 +181,14 @@ def write_block(
                 "a partial shard written by two tasks loses data"
             )
             raise ShardAlignmentError(msg)
-    if not array.config.write_empty_chunks:
-        array[tuple(slice(b, b + n) for b, n in zip(start, block.shape, strict=True))] = block
-        return
-    shards = [
-        tuple(
-            slice(i, min(i + step, size))
-            for i, step, size in zip(corner, unit, block.shape, strict=True)
-        )
-        for corner in itertools.product(
-            *(range(0, size, step) for size, step in zip(block.shape, unit, strict=True))
-        )
-    ]
-    fill = [_only_fill(block[shard], array.fill_value) for shard in shards]
-    if len(set(fill)) == 1:  # one write of the whole block
-        writes = [(tuple(slice(0, n) for n in block.shape), fill[0])]
-    else:
-        writes = list(zip(shards, fill, strict=True))
+    writes = [(tuple(slice(0, n) for n in block.shape), False)]  # one write of the whole block
+    if array.config.write_empty_chunks:
+        shards = slices_from_chunks(normalize_chunks(unit, block.shape))
+        fill = [_only_fill(block[shard], array.fill_value) for shard in shards]
+        if len(set(fill)) > 1:
+            writes = list(zip(shards, fill, strict=True))
+        elif fill[0]:
+            writes = [(writes[0][0], True)]
     for part, only_fill in writes:
         # Zarr deletes a chunk of fill values only when it compares each chunk with the fill value
         target = array.with_config({"write_empty_chunks": False}) if only_fill else array
@@ -362,6 +355,15 @@ def _row_block(
     return func(pieces, *per_row, **kwargs, **dict(zip(names, shared, strict=True)))
 
 
+def streams_pieces(source: zarr.Array[Any] | da.Array) -> TypeGuard[zarr.Array[Any]]:
+    """Whether :func:`map_row_pieces` streams ``source`` in pieces, not reading its blocks whole.
+
+    A stored matrix in CyteArc's layout does
+    (:func:`~cytearc.storage.shards.streams_rows`); a lazy array does not.
+    """
+    return not isinstance(source, da.Array) and streams_rows(source)
+
+
 def map_row_pieces(
     source: zarr.Array[Any] | da.Array,
     func: Callable[..., np.ndarray],
@@ -442,15 +444,9 @@ def map_row_pieces(
     options = {k: v for k, v in kwargs.items() if k not in shared}
     dependencies: list[Any] = list(shared.values())
     blocks: list[Any]
-    if isinstance(source, da.Array) or not streams_rows(source):
-        lazy = source if isinstance(source, da.Array) else open_lazy(source)
-        whole = feature_bands(lazy, target_bytes=target_bytes)
-        block_rows = whole.chunks[0]
-        blocks = [(whole.name, i, 0) for i in range(len(block_rows))]
-        reader: Any = None
-        dependencies.append(whole)
-        identity: Any = whole.name
-    else:
+    reader: Any
+    identity: Any
+    if streams_pieces(source):
         step = storage_block(source)[0]
         rows = _merged_rows(step, source.shape[1], source.dtype.itemsize, target_bytes)
         starts = range(0, source.shape[0], rows)
@@ -459,6 +455,14 @@ def map_row_pieces(
         stored = delayed(CheckedReads(source), pure=False)
         reader, identity = stored.key, stored.key
         dependencies.append(stored)
+    else:
+        lazy = source if isinstance(source, da.Array) else open_lazy(source)
+        whole = feature_bands(lazy, target_bytes=target_bytes)
+        block_rows = whole.chunks[0]
+        blocks = [(whole.name, i, 0) for i in range(len(block_rows))]
+        reader = None
+        dependencies.append(whole)
+        identity = whole.name
     task = functools.partial(_row_block, func=func, names=tuple(shared), **options)
     name = "row-pieces-" + tokenize(
         identity, func, per_row, options, *shared.values(), rows_out, tail

@@ -23,7 +23,7 @@ import pandas as pd
 from dask.delayed import delayed
 
 from cytearc.artifacts import ArtifactRef
-from cytearc.engine.arrays import map_row_pieces
+from cytearc.engine.arrays import map_row_pieces, streams_pieces
 from cytearc.errors import OperationArgumentError
 from cytearc.metadata.membership import MEMBERSHIP_ROLE
 from cytearc.metadata.table import GENERATED_ATTRIBUTE
@@ -38,7 +38,6 @@ from cytearc.ops.selection import (
 )
 from cytearc.storage.counts import BAND_BYTES
 from cytearc.storage.destinations import writable_location
-from cytearc.storage.shards import streams_rows
 from cytepool import Cube, write_cube
 from cytepool._versions import package_version
 from cytepool.codecs import CUBE_COMPRESSIONS
@@ -162,7 +161,7 @@ def _band_bytes(matrix: zarr.Array[Any] | da.Array, n_codes: int) -> int:
     to share, and with sums of at most :data:`BAND_BYTES`; any other matrix
     is read band by band whole, up to :data:`BAND_BYTES`.
     """
-    if isinstance(matrix, da.Array) or not streams_rows(matrix):
+    if not streams_pieces(matrix):
         return BAND_BYTES
     row_bytes = matrix.shape[1] * matrix.dtype.itemsize
     rows = min(-(-matrix.shape[0] // MIN_BANDS), BAND_BYTES // (len(LAYERS) * n_codes * 8))
@@ -172,17 +171,17 @@ def _band_bytes(matrix: zarr.Array[Any] | da.Array, n_codes: int) -> int:
 def _pooled_bands(
     source: Assay, codes: np.ndarray, *, n_groups: int, n_samples: int, target_sum: float
 ) -> dict[str, da.Array]:
-    matrix = source.row_source("countsT")
+    matrix, n_codes = source.row_source("countsT"), n_groups * n_samples
     sums = map_row_pieces(
         matrix,
         _pool_pieces,
         rows_out=None,
-        tail=(len(LAYERS), n_groups * n_samples),
+        tail=(len(LAYERS), n_codes),
         dtype=np.float64,
-        target_bytes=_band_bytes(matrix, n_groups * n_samples),
+        target_bytes=_band_bytes(matrix, n_codes),
         library=source.summary("rowSums").astype(np.float64),
         codes=np.asarray(codes, np.int64),
-        n_codes=n_groups * n_samples,
+        n_codes=n_codes,
         target_sum=target_sum,
     )
     # The band's (5, n_codes) axes are named as the layer's one-block (group, sample) axes,
