@@ -35,6 +35,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 from cytearc.engine.budget import Budget, resolve_budget
 from cytearc.errors import EngineConfigError
+from cytearc.utils.heap import release_freed_heap
 from cytepool.compute import CLUSTER_VARIABLE, compute, connect
 from cytepool.errors import ClusterConnectError
 
@@ -154,7 +155,11 @@ class Engine:
         return None if self.client is None else cast("str | None", self.client.dashboard_link)
 
     def worker_memory(self) -> int:
-        """The smallest memory limit among the workers (bytes): what one task may plan for.
+        """What one task may plan for (bytes): the smallest memory limit per thread among the workers.
+
+        A worker runs one task per thread at once, so each of a worker's
+        ``nthreads`` tasks gets ``memory_limit / nthreads``; the local
+        cluster's workers run one thread each.
 
         Returns
         -------
@@ -171,14 +176,30 @@ class Engine:
         assert self.client is not None
         if not self.client.scheduler_info()["workers"]:
             self.client.wait_for_workers(1, timeout=60)
-        limits = [w["memory_limit"] for w in self.client.scheduler_info()["workers"].values()]
-        if not limits or not all(limits):
+        workers = self.client.scheduler_info()["workers"].values()
+        if not workers or not all(w["memory_limit"] for w in workers):
             msg = (
                 f"the cluster of {self.client} has workers without memory "
                 "limits (or none); start them with --memory-limit so plans can be sized"
             )
             raise EngineConfigError(msg)
-        return int(min(limits))
+        return min(int(w["memory_limit"]) // max(1, int(w["nthreads"])) for w in workers)
+
+    def release_memory(self) -> None:
+        """Return the heap memory this process and the workers freed to the system (glibc only).
+
+        :func:`~cytearc.utils.heap.release_freed_heap` here and on every
+        worker. A process keeps what its tasks freed in its malloc arenas, so
+        without it each stage would start from the previous one's peak. A
+        worker that cannot be reached is skipped.
+
+        Examples
+        --------
+        >>> get_engine(cluster="threads").release_memory()
+        """
+        release_freed_heap()
+        if self.client is not None:
+            self.client.run(release_freed_heap, on_error="ignore")
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         """A context in which Dask's current scheduler is this engine (for code that computes itself).

@@ -17,8 +17,6 @@ them, as SciPy does).
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import itertools
 import shutil
 import tempfile
@@ -33,6 +31,7 @@ import scipy.sparse as sp
 from cytearc.errors import RepeatedEntryError, SourceFormatError
 from cytearc.io.damage import read_dataset
 from cytearc.storage.count_dtype import resolve_count_dtype, scan_values
+from cytearc.utils.heap import release_freed_heap
 from cytepool.cube.atomic import hidden_sibling, reclaim_stale_siblings
 
 if TYPE_CHECKING:
@@ -256,19 +255,6 @@ def remove_stale_buckets(directory: str | os.PathLike[str] | None = None) -> lis
     return reclaim_stale_siblings(root / BUCKETS_NAME)
 
 
-def _release_freed_heap() -> None:
-    """Return the freed memory of this process's malloc arenas to the system (glibc only).
-
-    A file is bucketed by threads that parse into arenas of their own; the
-    blocks they freed would otherwise stay in this process after the import
-    (100k anchor data, single runs: load peak 1,272 MB instead of 1,463,
-    markers peak 1,983 instead of 2,139; peaks vary by about 200 MB from run
-    to run).
-    """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-
-
 class BandBuckets:
     """Matrix entries bucketed on disk by band of rows, for files not stored in row order.
 
@@ -307,7 +293,9 @@ class BandBuckets:
             buckets.close()
             raise
         finally:
-            _release_freed_heap()
+            # the parsing threads freed their blocks into arenas of their own: 100k anchor
+            # data, single runs: load peak 1,272 MB instead of 1,463
+            release_freed_heap()
         return buckets
 
     @staticmethod

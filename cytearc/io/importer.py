@@ -569,6 +569,7 @@ def write_store(
         fingerprints[name] = written.content_fingerprint
     fingerprint = dataset_fingerprint(cells, feature_tables, fingerprints)
     root.attrs.update({"cytearc:datasetFingerprint": fingerprint, "cytearc:complete": True})
+    engine.release_memory()
     return ImportResult(
         path=path,
         assays=types,

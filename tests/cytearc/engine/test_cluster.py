@@ -13,6 +13,7 @@ from distributed import Client, LocalCluster, get_task_stream
 from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, MemBudgetError
+from cytearc.utils import heap
 from cytepool.testing import free_port
 
 if TYPE_CHECKING:
@@ -91,6 +92,38 @@ def test_local_workers_warm_the_kernels_as_they_start(clean_engine: None) -> Non
     assert list(engine.client.run(_kernels_warmed).values()) == [True, True]
 
 
+_PINNED: list[object] = []
+
+
+def _freed_heap_on_worker() -> int:
+    """Run on a worker: free 128 MB of heap below a block kept alive; the worker's RSS after."""
+    import psutil  # noqa: PLC0415 (run on a worker)
+
+    blocks = [bytes(1000) + bytes([i % 256]) for i in range(128_000)]
+    _PINNED.append(bytes(1000) + b"pin")
+    del blocks
+    return int(psutil.Process().memory_info().rss)
+
+
+def _worker_rss() -> int:
+    import psutil  # noqa: PLC0415 (run on a worker)
+
+    return int(psutil.Process().memory_info().rss)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(heap._malloc_trim() is None, reason="malloc_trim is glibc's")
+def test_release_memory_returns_the_workers_freed_heap(clean_engine: None) -> None:
+    """Engine.release_memory trims the heap of every worker, not only this process."""
+    engine = get_engine(mem_budget="1GiB", workers=2)
+    before = engine.client.run(_freed_heap_on_worker)
+    engine.release_memory()
+    after = engine.client.run(_worker_rss)
+    assert sorted(before) == sorted(after)
+    released = [before[worker] - after[worker] for worker in before]
+    assert min(released) > 40 * 2**20, f"bytes released per worker: {released}"
+
+
 def test_the_threaded_engine_warms_the_kernels_in_this_process(
     clean_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -117,6 +150,21 @@ def test_given_client_is_used(clean_engine: None) -> None:
         assert engine.budget is None
         assert engine.worker_memory() == 600 * 2**20
         assert engine_cluster._local is None
+
+
+def test_a_task_plans_for_its_share_of_a_multithreaded_worker(clean_engine: None) -> None:
+    """A worker running 3 tasks at once under a 600 MiB limit gives each task 200 MiB to plan for."""
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=3,
+            memory_limit="600MiB",
+            processes=False,
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert get_engine(cluster=client).worker_memory() == 200 * 2**20
 
 
 def test_bad_cluster_argument(clean_engine: None) -> None:

@@ -96,6 +96,20 @@ def test_import_and_open(tmp_path: Path, engine: Engine) -> None:
     assert ds.dataset_fingerprint == result.dataset_fingerprint
 
 
+def test_an_import_releases_the_freed_heap_once(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the counts are written, the client and the workers trim their heaps."""
+    calls: list[object] = []
+
+    def release_memory(self: object) -> None:
+        calls.append(self)
+
+    monkeypatch.setattr(type(engine), "release_memory", release_memory)
+    _import(_matrix(), tmp_path / "ds.zarr", engine)
+    assert calls == [engine]
+
+
 def test_feature_types_become_assays(tmp_path: Path, engine: Engine) -> None:
     """Gene Expression becomes RNA (with countsT) and Antibody Capture ADT (counts only)."""
     matrix = _matrix(n_features=110)
