@@ -134,9 +134,10 @@ def reuse_or_publish(
     parameters, inputs, revision) matches is returned as it is; else
     ``build`` writes a new one, which is checked and published
     (:func:`~cytearc.artifacts.produce`), and the assay is marked as holding
-    analysis results. After a build, the engine's processes return the heap
-    memory they freed to the system (:meth:`~cytearc.engine.Engine.release_memory`),
-    so the next operation does not start from this one's peak.
+    analysis results. Once a new artifact is published, the engine's
+    processes return the heap memory they freed to the system
+    (:meth:`~cytearc.engine.Engine.release_memory`), so the next operation
+    does not start from this one's peak.
 
     Parameters
     ----------
@@ -185,23 +186,21 @@ def reuse_or_publish(
         built = True
         build(writer)
 
-    try:
-        artifact = produce(
-            ds.root,
-            scope=scope,
-            kind=kind,
-            provenance=make_provenance(
-                operation, parameters=parameters, inputs=inputs, revision=revision
-            ),
-            build=tracked_build,
-            compute=_compute(ds),
-            execution_options=options,
-            invalidate_cache=invalidate_cache,
-            where=ds.where,
-        )
-    finally:
-        if built:
-            engine.release_memory()
+    artifact = produce(
+        ds.root,
+        scope=scope,
+        kind=kind,
+        provenance=make_provenance(
+            operation, parameters=parameters, inputs=inputs, revision=revision
+        ),
+        build=tracked_build,
+        compute=_compute(ds),
+        execution_options=options,
+        invalidate_cache=invalidate_cache,
+        where=ds.where,
+    )
+    if built:
+        engine.release_memory()
     if scope and ds.writable:
         _mark_prepared(ds, scope)
     return artifact
