@@ -190,8 +190,8 @@ class Engine:
 
         :func:`~cytearc.utils.heap.release_freed_heap` here and on every
         worker. A process keeps what its tasks freed in its malloc arenas, so
-        without it each stage would start from the previous one's peak. A
-        worker that cannot be reached is skipped.
+        without it each stage would start from the previous one's peak. An
+        error on a worker is ignored (nothing is lost by not trimming).
 
         Examples
         --------
