@@ -21,6 +21,7 @@ of CyteArc.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import logging
 import os
@@ -40,7 +41,6 @@ from cytepool.compute import CLUSTER_VARIABLE, compute, connect
 from cytepool.errors import ClusterConnectError
 
 if TYPE_CHECKING:
-    import contextlib
     from collections.abc import Sequence
 
 __all__ = [
@@ -190,16 +190,18 @@ class Engine:
 
         :func:`~cytearc.utils.heap.release_freed_heap` here and on every
         worker. A process keeps what its tasks freed in its malloc arenas, so
-        without it each stage would start from the previous one's peak. An
-        error on a worker is ignored (nothing is lost by not trimming).
+        without it each stage would start from the previous one's peak.
+        Nothing is lost by not trimming, so an error on a worker, a closed
+        client or a lost connection is ignored.
 
         Examples
         --------
         >>> get_engine(cluster="threads").release_memory()
         """
         release_freed_heap()
-        if self.client is not None:
-            self.client.run(release_freed_heap, on_error="ignore")
+        if self.client is not None and self.client.status == "running":
+            with contextlib.suppress(OSError, TimeoutError):
+                self.client.run(release_freed_heap, on_error="ignore")
 
     def activate(self) -> contextlib.AbstractContextManager[Any]:
         """A context in which Dask's current scheduler is this engine (for code that computes itself).

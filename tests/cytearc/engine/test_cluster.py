@@ -124,6 +124,15 @@ def test_release_memory_returns_the_workers_freed_heap(clean_engine: None) -> No
     assert min(released) > 40 * 2**20, f"bytes released per worker: {released}"
 
 
+def test_release_memory_after_the_client_closed_does_nothing(clean_engine: None) -> None:
+    with (
+        LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        engine = get_engine(cluster=client)
+    engine.release_memory()
+
+
 def test_the_threaded_engine_warms_the_kernels_in_this_process(
     clean_engine: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
