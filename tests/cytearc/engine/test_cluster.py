@@ -142,12 +142,13 @@ def test_the_threaded_engine_warms_the_kernels_in_this_process(
     assert _kernels_warmed()
 
 
-def test_given_client_is_used(clean_engine: None) -> None:
-    """A distributed.Client passed as cluster= is used as is, with its workers' limits."""
+@pytest.mark.parametrize(("threads", "per_task"), [(1, 600 * 2**20), (3, 200 * 2**20)])
+def test_given_client_is_used(clean_engine: None, threads: int, per_task: int) -> None:
+    """A distributed.Client passed as cluster= is used as is; a task plans for its thread's share of a worker."""
     with (
         LocalCluster(
             n_workers=1,
-            threads_per_worker=1,
+            threads_per_worker=threads,
             memory_limit="600MiB",
             processes=False,
             dashboard_address=":0",
@@ -157,23 +158,8 @@ def test_given_client_is_used(clean_engine: None) -> None:
         engine = get_engine(cluster=client)
         assert engine.client is client
         assert engine.budget is None
-        assert engine.worker_memory() == 600 * 2**20
+        assert engine.worker_memory() == per_task
         assert engine_cluster._local is None
-
-
-def test_a_task_plans_for_its_share_of_a_multithreaded_worker(clean_engine: None) -> None:
-    """A worker running 3 tasks at once under a 600 MiB limit gives each task 200 MiB to plan for."""
-    with (
-        LocalCluster(
-            n_workers=1,
-            threads_per_worker=3,
-            memory_limit="600MiB",
-            processes=False,
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        assert get_engine(cluster=client).worker_memory() == 200 * 2**20
 
 
 def test_bad_cluster_argument(clean_engine: None) -> None:
