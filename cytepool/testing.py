@@ -34,6 +34,7 @@ __all__ = [
     "dask_cluster_processes",
     "every_kind_table",
     "example_cube",
+    "free_heap_below_a_live_block",
     "free_port",
     "raise_if_dask_computes",
     "scheduler_processes",
@@ -151,6 +152,25 @@ def tree_snapshot(root: Path) -> dict[str, str]:
         else hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(root.rglob("*"))
     }
+
+
+_PINNED: list[bytes] = []
+
+
+def free_heap_below_a_live_block(megabytes: int = 64) -> int:
+    """Free ``megabytes`` of small heap blocks below one kept alive; the process's RSS after, in bytes.
+
+    glibc trims its heap only from the top, so the freed pages stay resident
+    until ``malloc_trim`` (:func:`cytearc.utils.heap.release_freed_heap`).
+    The live block is kept for the life of the process, so nothing later
+    trims them by accident. Runs in a worker too (``client.run``).
+    """
+    import psutil  # noqa: PLC0415 (distributed's dependency; only this helper needs it)
+
+    blocks = [bytes(1000) + bytes([i % 256]) for i in range(megabytes * 1000)]
+    _PINNED.append(bytes(1000) + b"pin")
+    del blocks
+    return int(psutil.Process().memory_info().rss)
 
 
 def free_port() -> int:

@@ -171,7 +171,8 @@ def _band_bytes(matrix: zarr.Array[Any] | da.Array, n_codes: int) -> int:
 def _pooled_bands(
     source: Assay, codes: np.ndarray, *, n_groups: int, n_samples: int, target_sum: float
 ) -> dict[str, da.Array]:
-    matrix, n_codes = source.row_source("countsT"), n_groups * n_samples
+    matrix = source.row_source("countsT")
+    n_codes = n_groups * n_samples
     sums = map_row_pieces(
         matrix,
         _pool_pieces,

@@ -9,7 +9,6 @@ process's resident memory stays at its highest after a large computation.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import sys
@@ -36,5 +35,4 @@ def release_freed_heap() -> None:
     """
     trim = _malloc_trim()
     if trim is not None:
-        with contextlib.suppress(OSError):
-            trim(0)
+        trim(0)

@@ -14,7 +14,7 @@ from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, MemBudgetError
 from cytearc.utils import heap
-from cytepool.testing import free_port
+from cytepool.testing import free_heap_below_a_live_block, free_port
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -92,19 +92,6 @@ def test_local_workers_warm_the_kernels_as_they_start(clean_engine: None) -> Non
     assert list(engine.client.run(_kernels_warmed).values()) == [True, True]
 
 
-_PINNED: list[object] = []
-
-
-def _freed_heap_on_worker() -> int:
-    """Run on a worker: free 128 MB of heap below a block kept alive; the worker's RSS after."""
-    import psutil  # noqa: PLC0415 (run on a worker)
-
-    blocks = [bytes(1000) + bytes([i % 256]) for i in range(128_000)]
-    _PINNED.append(bytes(1000) + b"pin")
-    del blocks
-    return int(psutil.Process().memory_info().rss)
-
-
 def _worker_rss() -> int:
     import psutil  # noqa: PLC0415 (run on a worker)
 
@@ -116,7 +103,7 @@ def _worker_rss() -> int:
 def test_release_memory_returns_the_workers_freed_heap(clean_engine: None) -> None:
     """Engine.release_memory trims the heap of every worker, not only this process."""
     engine = get_engine(mem_budget="1GiB", workers=2)
-    before = engine.client.run(_freed_heap_on_worker)
+    before = engine.client.run(free_heap_below_a_live_block, 128)
     engine.release_memory()
     after = engine.client.run(_worker_rss)
     assert sorted(before) == sorted(after)
