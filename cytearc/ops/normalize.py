@@ -414,8 +414,10 @@ def piece_statistics(
         codes, columns, values, linear, mean, linear_mean, squares, linear_squares
     )
     low = np.where(detected == n, smallest, 0.0)
-    log = ColumnMoments.of_sums(n, total, squares, detected, low=low, high=high)
-    with np.errstate(over="ignore", invalid="ignore"):  # inf - inf where expm1 overflows
+    # values past float32's largest are stored as inf (and expm1 overflows): inf - inf and
+    # 0 * inf in their deviations give the NaN the finite-value check refuses, as the reference
+    with np.errstate(over="ignore", invalid="ignore"):
+        log = ColumnMoments.of_sums(n, total, squares, detected, low=low, high=high)
         moments = ColumnMoments.of_sums(
             n, linear_total, linear_squares, detected, low=np.expm1(low), high=np.expm1(high)
         )
