@@ -134,10 +134,7 @@ def reuse_or_publish(
     parameters, inputs, revision) matches is returned as it is; else
     ``build`` writes a new one, which is checked and published
     (:func:`~cytearc.artifacts.produce`), and the assay is marked as holding
-    analysis results. Once a new artifact is published, the engine's
-    processes return the heap memory they freed to the system
-    (:meth:`~cytearc.engine.Engine.release_memory`), so the next operation
-    does not start from this one's peak.
+    analysis results.
 
     Parameters
     ----------
@@ -179,13 +176,6 @@ def reuse_or_publish(
         "workers": None if engine.budget is None else engine.budget.workers,
         "scheduler": "threads" if engine.client is None else "distributed",
     }
-    built = False
-
-    def tracked_build(writer: ArtifactWriter) -> None:
-        nonlocal built
-        built = True
-        build(writer)
-
     artifact = produce(
         ds.root,
         scope=scope,
@@ -193,14 +183,12 @@ def reuse_or_publish(
         provenance=make_provenance(
             operation, parameters=parameters, inputs=inputs, revision=revision
         ),
-        build=tracked_build,
+        build=build,
         compute=_compute(ds),
         execution_options=options,
         invalidate_cache=invalidate_cache,
         where=ds.where,
     )
-    if built:
-        engine.release_memory()
     if scope and ds.writable:
         _mark_prepared(ds, scope)
     return artifact

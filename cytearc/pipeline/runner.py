@@ -300,6 +300,8 @@ def _run_stages(
                 ledger.write_stage(ds.root, run_id, failed, where=where)
                 raise
         context.update(outputs)
+        # the next stage starts from the memory in use, not from this stage's peak
+        ds.engine.release_memory()
         done = StageRecord(
             stage=stage.name,
             ordinal=ordinal,

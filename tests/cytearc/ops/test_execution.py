@@ -107,25 +107,6 @@ def test_normalize_runs_one_graph_per_pass(planted, chain, method: str, graphs: 
     assert counter.graphs == graphs
 
 
-def test_a_new_artifact_releases_the_freed_heap_and_a_reused_one_does_not(
-    planted, chain, open_threads, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After an operation builds an artifact, the engine's processes trim their heaps, once."""
-    from cytearc.engine.cluster import Engine  # noqa: PLC0415
-
-    calls: list[Engine] = []
-
-    def release_memory(self: Engine) -> None:
-        calls.append(self)
-
-    monkeypatch.setattr(Engine, "release_memory", release_memory)
-    ds = open_threads(planted.path, zarr_mode="r+")
-    ds.reduce.pca(chain.norm, chain.hvgs, n_comps=10)
-    assert calls == [], "reusing an artifact released memory"
-    ds.reduce.pca(chain.norm, chain.hvgs, n_comps=10, invalidate_cache=True)
-    assert len(calls) == 1
-
-
 # --- schedulers ----------------------------------------------------------------------------
 
 

@@ -106,6 +106,22 @@ def test_second_identical_run_creates_nothing(analysed: tuple[Path, str]) -> Non
         assert all(p.disposition == "reused" for p in stage.plans)
 
 
+def test_each_stage_ends_by_releasing_the_freed_heap(
+    analysed: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After every stage the engine's processes trim their heaps, once."""
+    from cytearc.engine.cluster import Engine  # noqa: PLC0415
+
+    calls: list[Engine] = []
+
+    def release_memory(self: Engine) -> None:
+        calls.append(self)
+
+    monkeypatch.setattr(Engine, "release_memory", release_memory)
+    run = _open(analysed[0]).pipeline.run(**OPTIONS)
+    assert len(calls) == len(run.stages)
+
+
 @pytest.mark.slow
 def test_records_have_exactly_the_seed_fields(analysed: tuple[Path, str]) -> None:
     """Run and stage documents on disk carry exactly the seed's fields; metrics hold RSS samples."""
