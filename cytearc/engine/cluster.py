@@ -11,11 +11,11 @@ tasks run with one BLAS thread (:func:`cytepool.compute.limit_blas_threads`).
 
 The processes that run CyteArc's tasks on one machine (the workers of the
 local cluster as they start, this process when it is the threaded engine)
-load the compiled kernels of :mod:`cytearc.utils.kernels` in a background
-thread (:func:`warm_kernels`), while the engine's first work (an import)
-reads its input, instead of in the first normalization's tasks; the
-modules of the tasks load with them (:data:`TASK_MODULES`), and nothing else
-of CyteArc.
+import the modules of the tasks (:data:`TASK_MODULES`, and nothing else of
+CyteArc) before they run any, and load the compiled kernels of
+:mod:`cytearc.utils.kernels` in a background thread (:func:`warm_kernels`)
+while the engine's first work (an import) reads its input, instead of in
+the first normalization's tasks.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ TASK_MODULES: Final = (
     "cytearc.ops.compare",
     "cytepool.cube.tasks",
 )
-"""The modules whose functions the standard recipe's and pooling's tasks run, imported by :func:`warm_kernels`."""
+"""The modules whose functions the standard recipe's and pooling's tasks run, imported by :func:`warm_kernels` before any task."""
 
 
 def _warm() -> None:
@@ -84,22 +84,31 @@ def _warm() -> None:
         from cytearc.utils import kernels  # noqa: PLC0415 (numba is slow to import)
 
         kernels.warm()
-        for module in TASK_MODULES:
-            importlib.import_module(module)
     except Exception:
         # the kernels' first real call compiles them and raises what failed
         logging.getLogger(__name__).debug("warming CyteArc's kernels failed", exc_info=True)
 
 
 def warm_kernels() -> threading.Thread:
-    """Load CyteArc's compiled kernels and task modules in a background thread of this process, once.
+    """Import the task modules, then load CyteArc's compiled kernels in a background thread, once per process.
 
-    :func:`cytearc.utils.kernels.warm` (numba's import and disk cache, about
-    half a second) runs in a daemon thread, then the :data:`TASK_MODULES`
-    are imported, so the first task that normalizes or pools does not wait
-    for them. The packages' ``__init__`` modules import nothing more
+    The :data:`TASK_MODULES` are imported in the calling thread (about a
+    third of a second), then :func:`cytearc.utils.kernels.warm` (numba's
+    import and disk cache, about as long) runs in a daemon thread, so the
+    first task that normalizes or pools waits for neither. The packages'
+    ``__init__`` modules import nothing more
     (:func:`cytepool._lazy.lazy_exports`), so a worker holds the modules of
     the work it runs, not the importers, plots and every operation.
+
+    The task modules are not imported in the background: two threads that
+    import modules of one import cycle at once (a package whose
+    ``__init__`` imports the submodule another thread imports, as
+    ``cytearc.assays`` does) can each wait for the module the other holds,
+    and Python then hands one of them a module that is not initialized yet
+    (a worker that unpickled a task's function meanwhile failed with
+    ``ImportError: cannot import name 'ADTassay'`` and hung). The kernels'
+    thread imports only numba and :mod:`cytearc.utils.kernels`, which
+    belong to no such cycle.
 
     Returns
     -------
@@ -111,6 +120,12 @@ def warm_kernels() -> threading.Thread:
     >>> warm_kernels().join()
     """
     global _warming  # noqa: PLW0603 (one warm-up per process)
+    if _warming is None:
+        for module in TASK_MODULES:
+            try:
+                importlib.import_module(module)
+            except Exception:  # the first task that needs it raises what failed
+                logging.getLogger(__name__).debug("importing %s failed", module, exc_info=True)
     with _lock:
         if _warming is None:
             _warming = threading.Thread(target=_warm, name="cytearc-warm-kernels", daemon=True)
@@ -119,7 +134,12 @@ def warm_kernels() -> threading.Thread:
 
 
 class _WarmKernels(WorkerPlugin):
-    """Each worker of the local cluster warms the kernels as it starts (:func:`warm_kernels`)."""
+    """Each worker of the local cluster imports the task modules and warms the kernels as it starts (:func:`warm_kernels`).
+
+    The client's ``register_plugin`` returns once every worker has run
+    :meth:`setup`, so the task modules are imported before any task reaches
+    a worker.
+    """
 
     name = "cytearc-warm-kernels"
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import TYPE_CHECKING
 
 import dask
@@ -90,6 +93,53 @@ def test_local_workers_warm_the_kernels_as_they_start(clean_engine: None) -> Non
     """Each worker of the local cluster loads the compiled kernels in a thread as it starts."""
     engine = get_engine(mem_budget="1GiB", workers=2)
     assert list(engine.client.run(_kernels_warmed).values()) == [True, True]
+
+
+def _task_modules_imported() -> bool:
+    import sys  # noqa: PLC0415 (run on a worker)
+
+    from cytearc.engine.cluster import TASK_MODULES  # noqa: PLC0415
+
+    return all(module in sys.modules for module in TASK_MODULES)
+
+
+@pytest.mark.slow
+def test_local_workers_import_the_task_modules_before_any_task(clean_engine: None) -> None:
+    """The workers import the task modules as the engine starts, not in a thread while tasks arrive."""
+    engine = get_engine(mem_budget="1GiB", workers=2)
+    assert list(engine.client.run(_task_modules_imported).values()) == [True, True]
+
+
+_WARM_IN_A_NEW_PROCESS = """
+import json, sys
+from cytearc.engine import cluster
+before = set(sys.modules)
+thread = cluster.warm_kernels()
+imported = all(module in sys.modules for module in cluster.TASK_MODULES)
+returned = set(sys.modules)
+thread.join()
+ours = sorted(m for m in set(sys.modules) - returned if m.split(".")[0] in ("cytearc", "cytepool"))
+print(json.dumps({"imported": imported, "thread": ours, "numba": "numba" in sys.modules}))
+"""
+
+
+def test_warm_kernels_imports_only_numba_and_the_kernels_in_its_thread() -> None:
+    """Two threads importing modules of one import cycle at once can deadlock into a half-initialized module.
+
+    So the task modules are imported before warm_kernels returns, and its
+    thread imports no module of CyteArc or CytePool but the kernels.
+    """
+    found = subprocess.run(
+        [sys.executable, "-c", _WARM_IN_A_NEW_PROCESS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    result = json.loads(found.stdout.strip().splitlines()[-1])
+    assert result["imported"], "warm_kernels returned before the task modules were imported"
+    assert set(result["thread"]) <= {"cytearc.utils.kernels"}, result["thread"]
+    assert result["numba"]
 
 
 def _worker_rss() -> int:
