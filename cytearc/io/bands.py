@@ -169,7 +169,8 @@ def csr_from_triplets(
         _refuse_repeats(keys[order], n_cols=shape[1], entry_name=entry_name)
         rows, cols, values = rows[order], cols[order], values[order]
     nonzero = values != 0
-    rows, cols, values = rows[nonzero], cols[nonzero], values[nonzero]
+    if not nonzero.all():
+        rows, cols, values = rows[nonzero], cols[nonzero], values[nonzero]
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
     return sp.csr_matrix((values, cols, indptr), shape=shape)
@@ -347,23 +348,30 @@ class BandBuckets:
             msg = f"{self.directory}: the buckets are closed"
             raise ValueError(msg)
         rows: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-        cols: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+        cols: list[np.ndarray] = [np.zeros(0, dtype=np.int32)]
         values: list[np.ndarray] = [np.zeros(0, dtype=band_dtype(dtype))]
         bands = range(start // self.band_rows, -(-stop // self.band_rows)) if stop > start else []
         for band in bands:
+            first = band * self.band_rows
             for value_dtype in self._value_dtypes.get(band, []):
                 records = np.fromfile(
                     self._path(band, value_dtype), dtype=self._records(value_dtype)
                 )
-                matrix_rows = records["row"].astype(np.int64) + band * self.band_rows
+                if start <= first and first + self.band_rows <= stop:  # the whole bucket
+                    rows.append(records["row"] + np.int64(first - start))
+                    cols.append(np.ascontiguousarray(records["col"]))
+                    values.append(records["value"])
+                    continue
+                matrix_rows = records["row"].astype(np.int64) + first
                 inside = (matrix_rows >= start) & (matrix_rows < stop)
                 rows.append(matrix_rows[inside] - start)
-                cols.append(records["col"][inside].astype(np.int64))
-                values.append(records["value"][inside].astype(band_dtype(dtype)))
+                cols.append(records["col"][inside])
+                values.append(records["value"][inside])
+        # columns stay 32-bit (the CSR's indices), values take the band dtype
         return csr_from_triplets(
-            np.concatenate(rows),
-            np.concatenate(cols),
-            np.concatenate(values),
+            np.concatenate(rows) if len(rows) > 2 else rows[-1],
+            np.concatenate(cols) if len(cols) > 2 else cols[-1],
+            np.concatenate(values, dtype=band_dtype(dtype)),
             shape=(stop - start, n_cols),
             entry_name=entry_name,
         )

@@ -232,6 +232,17 @@ def band_summaries(dense: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     )
 
 
+def _stored_values(
+    block: sp.spmatrix | sp.sparray, dtype: np.dtype, *, where: str
+) -> sp.csr_matrix:
+    """A sparse band as CSR of its values cast (checked) to the storage ``dtype``, sharing its indices."""
+    csr = sp.csr_matrix(block)
+    if csr.dtype == dtype:
+        return csr
+    data = checked_cast(csr.data, dtype, where=where)
+    return sp.csr_matrix((data, csr.indices, csr.indptr), shape=csr.shape)
+
+
 def write_band(
     block: np.ndarray | sp.csr_matrix,
     array: zarr.Array[Any],
@@ -264,10 +275,7 @@ def write_band(
     dtype = np.dtype(array.dtype)
     where = f"counts rows {first_row}:"
     if isinstance(block, sp.spmatrix | sp.sparray):
-        csr = sp.csr_matrix(block)
-        csr = sp.csr_matrix(
-            (checked_cast(csr.data, dtype, where=where), csr.indices, csr.indptr), shape=csr.shape
-        )
+        csr = _stored_values(block, dtype, where=where)
         dense = np.asarray(csr.toarray())
         positive = csr.data > 0
         rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
@@ -681,6 +689,10 @@ class CountsWriter:
         if self.engine is None or self.engine.client is None:
             self._results[first_row] = write_band(block, self.counts, first_row, self.scratch)
             return
+        if isinstance(block, sp.spmatrix | sp.sparray):
+            # held here until written and sent: in the storage dtype, a quarter of the
+            # sources' int64 values for most counts
+            block = _stored_values(block, self.dtype, where=f"{self.where} rows {first_row}:")
         self._submit(first_row, block, attempt=1)
         limit = 2 * max(1, len(self.engine.client.scheduler_info()["workers"]))
         while len(self._in_flight) >= limit:
@@ -749,9 +761,12 @@ class CountsWriter:
         ):
             rows = min(self.band_rows, self._buffered)
             band = _stack(self._buffer)
-            self.write(self._next_row, band[:rows])
-            rest = band[rows:]
-            self._buffer = [rest] if rest.shape[0] else []
+            if rows == band.shape[0]:
+                self.write(self._next_row, band)
+                self._buffer = []
+            else:
+                self.write(self._next_row, band[:rows])
+                self._buffer = [band[rows:]]
             self._buffered -= rows
             self._next_row += rows
 
