@@ -113,3 +113,35 @@ def test_buckets_give_back_integers_exactly_whatever_dtype_stores_them(
         buckets.close()
     assert band.dtype == np.int64
     np.testing.assert_array_equal(band.toarray(), expected)
+
+
+@given(
+    entries=st.lists(
+        st.tuples(st.integers(0, 9), st.integers(0, 4), st.integers(1, 70_000)),
+        max_size=40,
+        unique_by=lambda e: (e[0], e[1]),
+    ),
+    window=st.tuples(st.integers(0, 10), st.integers(0, 10)).map(sorted),
+)
+def test_any_window_of_rows_reads_back_with_32_bit_columns(
+    entries: list[tuple[int, int, int]], window: list[int]
+) -> None:
+    """A read of whole buckets or of parts of them gives the same rows, its column indices 32-bit."""
+    start, stop = window
+    buckets = BandBuckets(band_rows=3)
+    try:
+        if entries:
+            rows, cols, values = (np.array(x, dtype=np.int64) for x in zip(*entries, strict=True))
+            buckets.add(rows, cols, values)
+        band = buckets.read(
+            start, stop, n_cols=5, dtype=np.dtype(np.int64), entry_name=lambda r, c: f"{r},{c}"
+        )
+    finally:
+        buckets.close()
+    expected = np.zeros((10, 5), dtype=np.int64)
+    for r, c, v in entries:
+        expected[r, c] = v
+    assert band.dtype == np.int64
+    assert band.indices.dtype == np.int32
+    assert band.has_canonical_format
+    np.testing.assert_array_equal(band.toarray(), expected[start:stop])

@@ -206,3 +206,46 @@ def test_band_writer_from_sparse_bands(tmp_path: Path, on_cluster: bool, engine:
     counts_t = group["countsT"]
     assert isinstance(counts_t, zarr.Array)
     np.testing.assert_array_equal(counts_t[:], values.T)
+
+
+@pytest.mark.slow
+def test_a_writer_sends_sparse_bands_in_the_storage_dtype(
+    tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client holds and sends each sparse band in the storage dtype, refusing a value that does not fit."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    from cytearc.errors import CountCastError  # noqa: PLC0415
+    from cytearc.storage.counts import CountsWriter  # noqa: PLC0415
+
+    sent: list[np.dtype[Any]] = []
+    submit = CountsWriter._submit
+
+    def recording(self: CountsWriter, first_row: int, block: Any, *, attempt: int) -> None:
+        sent.append(block.dtype)
+        submit(self, first_row, block, attempt=attempt)
+
+    monkeypatch.setattr(CountsWriter, "_submit", recording)
+    values = _matrix()
+
+    def writer(name: str) -> CountsWriter:
+        return CountsWriter(
+            zarr.create_group(store=tmp_path / name, zarr_format=3),
+            shape=values.shape,
+            dtype=np.dtype(np.uint16),
+            layout=SMALL,
+            compressor=None,
+            engine=engine,
+            max_band_rows=256,
+        )
+
+    counts = writer("a.zarr")
+    for start in range(0, values.shape[0], counts.band_rows):
+        counts.append(sp.csr_matrix(values[start : start + counts.band_rows].astype(np.int64)))
+    written = counts.finish(transpose=False)
+    assert set(sent) == {np.dtype(np.uint16)}
+    assert written.content_fingerprint == _reference_fingerprint(values)
+    too_large = values[:256].astype(np.int64)
+    too_large[3, 7] = 70_000
+    with pytest.raises(CountCastError, match=r"counts rows 0:.*70000"):
+        writer("b.zarr").write(0, sp.csr_matrix(too_large))

@@ -123,3 +123,35 @@ def test_a_transposing_writer_refuses_to_complete_without_counts_t(tmp_path: Pat
     assert SCRATCH in group
     np.testing.assert_array_equal(writer.finish(transpose=True).row_sums, values.sum(axis=1))
     assert SCRATCH not in group
+
+
+def test_a_band_is_split_without_a_second_copy_of_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """split_band transposes one row of scratch chunks at a time: it allocates far less than the band."""
+    import tracemalloc  # noqa: PLC0415
+
+    monkeypatch.setattr(transpose, "TASK_BYTES", 2**20)
+    values = _values(2_048, 4_000)
+    group = zarr.create_group(store=tmp_path / "m.zarr", zarr_format=3)
+    writer = CountsWriter(
+        group,
+        shape=values.shape,
+        dtype=np.dtype(np.uint16),
+        layout=CountLayout(unit_bytes=2**20, chunk_bytes=2**16),
+        compressor=None,
+        transpose=True,
+    )
+    scratch = writer.scratch
+    assert scratch is not None
+    assert scratch.chunks[0] < values.shape[1] // 4, "the test needs several rows of scratch chunks"
+    tracemalloc.start()
+    try:
+        transpose.split_band(values, scratch, 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(scratch[:, : values.shape[0]], values.T)
+    assert peak < values.nbytes // 2, (
+        f"split_band allocated {peak:,} bytes for a band of {values.nbytes:,}"
+    )
