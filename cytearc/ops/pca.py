@@ -23,6 +23,7 @@ from cytearc.engine.arrays import fold_rows
 from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
 from cytearc.ops.normalize import block_moments, normalized_cells, normalized_values
+from cytearc.ops.normalized_blocks import _gram, _project, scaled_block
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
 
@@ -113,31 +114,6 @@ def feature_scaling(
     sd = np.sqrt(m2[features] / n)
     sd[sd == 0] = 1.0
     return total[features] / n, sd
-
-
-def scaled_block(
-    block: np.ndarray, *, mean: np.ndarray, sd: np.ndarray, max_value: float | None
-) -> np.ndarray:
-    """One block of scaled values (float64).
-
-    Parameters
-    ----------
-    block
-        Normalized values, cells x the scaled features.
-    mean, sd
-        Each feature's centre and scale.
-    max_value
-        Scaled values above it are clipped to it; None clips nothing.
-
-    Returns
-    -------
-    numpy.ndarray
-        ``(block - mean) / sd``, clipped.
-    """
-    z: np.ndarray = (np.asarray(block, dtype=np.float64) - mean) / sd
-    if max_value is not None:
-        np.clip(z, None, max_value, out=z)
-    return z
 
 
 def scaled_graph(
@@ -341,13 +317,3 @@ def _components(
         (sum_of_squares,) = writer.run((z**2).sum())
         total = float(sum_of_squares)
     return s**2, vt.T, total
-
-
-def _gram(block: np.ndarray) -> np.ndarray:
-    gram: np.ndarray = block.T @ block
-    return gram
-
-
-def _project(block: np.ndarray, *, loadings: np.ndarray) -> np.ndarray:
-    projected: np.ndarray = (block @ loadings).astype(np.float32)
-    return projected

@@ -13,6 +13,8 @@ import pytest
 from dask.delayed import delayed
 from distributed import Client, LocalCluster, get_task_stream
 
+from cytearc import DataStore
+from cytearc.datasets import write_store
 from cytearc.engine import cluster as engine_cluster
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, MemBudgetError
@@ -140,6 +142,64 @@ def test_warm_kernels_imports_only_numba_and_the_kernels_in_its_thread() -> None
     assert result["imported"], "warm_kernels returned before the task modules were imported"
     assert set(result["thread"]) <= {"cytearc.utils.kernels"}, result["thread"]
     assert result["numba"]
+
+
+_HEAVY_MODULES_IMPORTED = (
+    "[m for m in ('pandas', 'pyarrow', 'xarray', 'cytearc.ops.normalize', 'cytearc.storage.store')"
+    " if m in __import__('sys').modules]"
+)
+"""Evaluated on a worker: a function of this module would be unpickled by importing it, and its imports."""
+
+
+@pytest.mark.slow
+def test_local_workers_run_the_recipe_and_pooling_without_pandas(
+    clean_engine: None, tmp_path: Path
+) -> None:
+    """The tasks' modules import no pandas, and dask.array none through xarray: 85 MB less per worker.
+
+    A worker imports what unpickling its tasks imports: the operations' tasks
+    run functions of the ``*_blocks`` modules, not of the operations'
+    modules with their stores and tables.
+    """
+    options = {"mem_budget": "1GiB", "workers": 2}
+    path = write_store(
+        tmp_path / "ds.zarr", n_cells=300, n_genes=600, show_progress=False, **options
+    )
+    engine = get_engine(**options)
+    assert list(engine.client.run(eval, _HEAVY_MODULES_IMPORTED).values()) == [[], []]
+    ds = DataStore(path, zarr_mode="r+", show_progress=False, **options)
+    normalized = ds.features.normalize("RNA")
+    ds.reduce.pca(normalized, ds.features.hvgs(normalized, n_top=100), n_comps=10)
+    ds.markers.search("RNA", group_key="cell_type")
+    cube = ds.compare.compute_bulk(sample_key="sample", group_key="cell_type")
+    ds.engine.compute(cube.layers["log_sum"], cube.layers["counts"])
+    assert list(engine.client.run(eval, _HEAVY_MODULES_IMPORTED).values()) == [[], []]
+
+
+_WITHOUT_XARRAY_IN_A_NEW_PROCESS = """
+import json, sys
+from cytearc.engine.cluster import import_dask_array_without_xarray
+first = import_dask_array_without_xarray()
+hidden = sorted(m for m in ("xarray", "pandas") if m in sys.modules)
+import dask.array as da
+import xarray
+chunked = xarray.DataArray(da.ones((4, 2), chunks=2)).sum().compute().item()
+print(json.dumps({"first": first, "hidden": hidden, "again": import_dask_array_without_xarray(),
+                  "chunked": chunked}))
+"""
+
+
+def test_dask_array_is_imported_without_xarray_which_stays_importable() -> None:
+    """Only the import of dask.array goes without xarray; xarray and dask work together afterwards."""
+    found = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_XARRAY_IN_A_NEW_PROCESS],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    result = json.loads(found.stdout.strip().splitlines()[-1])
+    assert result == {"first": True, "hidden": [], "again": False, "chunked": 8.0}
 
 
 def _worker_rss() -> int:

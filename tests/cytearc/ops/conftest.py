@@ -152,8 +152,8 @@ def chain(planted: Planted) -> Chain:
 
 @pytest.fixture
 def normalized_blocks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per call of ``cytearc.ops.normalize.normalized_block`` while the test runs."""
-    module = importlib.import_module("cytearc.ops.normalize")
+    """One entry per call of ``normalized_block`` (by the tasks, in :mod:`cytearc.ops.normalized_blocks`) while the test runs."""
+    module = importlib.import_module("cytearc.ops.normalized_blocks")
     calls: list[int] = []
     original = module.normalized_block
 

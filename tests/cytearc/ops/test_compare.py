@@ -305,7 +305,7 @@ def _sparse_product_sums(
 @pytest.mark.parametrize("cells_axis", [0, 1])
 def test_pair_sums_equal_scipys_indicator_products_bit_for_bit(cells_axis: int) -> None:
     """The bincount sums add each pair's cells in the order scipy's sparse product does: the same bits, either orientation."""
-    from cytearc.ops.compare import _pair_sums  # noqa: PLC0415
+    from cytearc.ops.pool_blocks import _pair_sums  # noqa: PLC0415
 
     rng = np.random.default_rng(7)
     cells = (rng.negative_binomial(2, 0.3, size=(700, 90)) * (rng.random((700, 90)) < 0.15)).astype(

@@ -1,6 +1,6 @@
 """The compiled loops give the bits of the numpy code they replaced.
 
-The references below are the numpy implementations that ``compare._pair_sums``,
+The references below are the numpy implementations that ``pool_blocks._pair_sums``,
 ``normalize.normalized_statistics`` and ``ColumnMoments.of_nonzero`` had before
 their loops moved to :mod:`cytearc.utils.kernels` (non-zero entries, then one
 ``numpy.bincount`` per sum, ``numpy.maximum.at`` and ``numpy.minimum.at``).
@@ -18,8 +18,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cytearc.ops.compare import _pair_sums
 from cytearc.ops.normalize import nonzero_entries, normalized_statistics
+from cytearc.ops.pool_blocks import _pair_sums
 from cytearc.utils import kernels
 from cytearc.utils.moments import ColumnMoments
 
