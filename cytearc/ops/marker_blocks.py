@@ -103,7 +103,7 @@ def band_statistics(
 
 
 SLICE_BYTES: Final = 8 * 2**20
-"""Counts of one slice of a ``countsT`` shard that :func:`marker_tasks` turns into statistics at a time."""
+"""Counts of one slice of a ``countsT`` shard that :func:`~cytearc.ops.markers.marker_tasks` turns into statistics at a time."""
 
 
 def _band_pieces(

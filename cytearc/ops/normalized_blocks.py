@@ -52,8 +52,8 @@ def normalized_block(
     library
         The library size (``rowSums``) of each cell.
     method
-        ``"library_size"``, ``"clr"``, ``"tfidf"`` or ``"none"`` (see the
-        module docstring).
+        ``"library_size"``, ``"clr"``, ``"tfidf"`` or ``"none"`` (see
+        :mod:`cytearc.ops.normalize`).
     target_sum
         The library size each cell is scaled to (not used by ``"clr"`` and ``"none"``).
     log1p
@@ -176,7 +176,7 @@ def _packed_moments(block: np.ndarray) -> np.ndarray:
 
 
 BAND_STATISTICS: Final = 11
-"""Rows of :func:`band_statistics` per band: the packed moments of the values and of their ``expm1``, and the non-zeros."""
+"""Rows of :func:`~cytearc.ops.normalize.band_statistics` per band: the packed moments of the values and of their ``expm1``, and the non-zeros."""
 
 
 def _linear_moments(
@@ -213,7 +213,7 @@ def normalized_statistics(
     log1p: bool,
     idf: np.ndarray | None = None,
 ) -> np.ndarray:
-    """:func:`band_statistics` of :func:`normalized_block` of a band of counts, without the dense band.
+    """:func:`~cytearc.ops.normalize.band_statistics` of :func:`normalized_block` of a band of counts, without the dense band.
 
     Library size and TF-IDF map a zero count to zero and a positive count to
     a non-negative value, so the statistics follow from the non-zero counts
@@ -411,7 +411,7 @@ def merge_band_statistics(
     Parameters
     ----------
     stacked
-        :func:`band_statistics`, computed.
+        :func:`~cytearc.ops.normalize.band_statistics`, computed.
 
     Returns
     -------
