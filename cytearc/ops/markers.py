@@ -29,7 +29,6 @@ from cytearc.ops.marker_blocks import (
     _band_pieces,
     _band_statistics,
     _counts_band,
-    band_statistics,
 )
 from cytearc.ops.normalize import normalized_graph, tfidf_idf
 from cytearc.ops.publication import reuse_or_publish, values_digest
@@ -51,9 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_COUNTS_BANDS",
-    "SLICE_BYTES",
-    "STATISTICS",
-    "band_statistics",
     "counts_band_width",
     "counts_marker_tasks",
     "marker_tasks",
@@ -90,7 +86,7 @@ def marker_tasks(
     -------
     list of dask.delayed.Delayed
         In feature order, one per band, each computing the
-        :func:`band_statistics` of its band.
+        :func:`~cytearc.ops.marker_blocks.band_statistics` of its band.
     """
     counts_t = source.row_source("countsT")
     statistics = map_row_pieces(
@@ -181,7 +177,7 @@ def counts_marker_tasks(
     -------
     list of dask.delayed.Delayed
         In feature order, one per band, each computing the
-        :func:`band_statistics` of its band.
+        :func:`~cytearc.ops.marker_blocks.band_statistics` of its band.
 
     Raises
     ------
@@ -212,7 +208,7 @@ def search(
 
     Cells with a missing label (NaN, a negative number or empty text) are left
     out. The artifact holds ``groups`` (labels as text), ``n_cells`` and each
-    of :data:`STATISTICS` plus ``padj`` as groups x features arrays.
+    of :data:`~cytearc.ops.marker_blocks.STATISTICS` plus ``padj`` as groups x features arrays.
 
     Parameters
     ----------
@@ -359,14 +355,14 @@ def table(
     n
         Rows per group; None for every feature.
     sort_by
-        A column of :data:`STATISTICS` or ``padj``: ``pvalue`` and ``padj``
+        A column of :data:`~cytearc.ops.marker_blocks.STATISTICS` or ``padj``: ``pvalue`` and ``padj``
         sort ascending, the others descending.
 
     Returns
     -------
     pandas.DataFrame
         Columns ``group``, ``feature`` (id), ``name``, each of
-        :data:`STATISTICS` and ``padj``; the groups in stored order.
+        :data:`~cytearc.ops.marker_blocks.STATISTICS` and ``padj``; the groups in stored order.
 
     Raises
     ------

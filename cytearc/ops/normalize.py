@@ -51,11 +51,7 @@ from cytearc.ops.normalized_blocks import (
     _normalize_band,
     _normalize_pieces,
     _packed_moments,
-    cell_scale,
     merge_band_statistics,
-    nonzero_entries,
-    normalized_block,
-    normalized_statistics,
     piece_statistics,
 )
 from cytearc.ops.publication import reuse_or_publish
@@ -67,25 +63,18 @@ if TYPE_CHECKING:
     from cytearc.storage.store import AnalysisStore
 
 __all__ = [
-    "BAND_STATISTICS",
     "DATA_CHUNK_BYTES",
     "FOLD_EVERY",
     "METHODS",
     "TFIDF_REVISION",
     "band_statistics",
     "block_moments",
-    "cell_scale",
     "default_method",
     "folded_band_statistics",
-    "merge_band_statistics",
-    "nonzero_entries",
     "normalize",
-    "normalized_block",
     "normalized_cells",
     "normalized_graph",
-    "normalized_statistics",
     "normalized_values",
-    "piece_statistics",
     "tfidf_idf",
 ]
 
@@ -126,7 +115,7 @@ def band_statistics(x: da.Array) -> da.Array:
 
     One pass over each block's non-zero entries (the zeros add nothing to a
     sum); computed with the write of ``x`` it shares ``x``'s tasks.
-    :func:`merge_band_statistics` merges the blocks in row order.
+    :func:`~cytearc.ops.normalized_blocks.merge_band_statistics` merges the blocks in row order.
 
     Parameters
     ----------
@@ -157,7 +146,7 @@ def folded_band_statistics(statistics: da.Array) -> da.Array:
 
     A chain of tasks, each merging the next :data:`FOLD_EVERY` bands into
     the running statistics one after another, exactly as
-    :func:`merge_band_statistics` merges all of them at once (the same
+    :func:`~cytearc.ops.normalized_blocks.merge_band_statistics` merges all of them at once (the same
     bits): the client receives 11 rows of values per feature, not 11 per
     feature and band (1.8 GB at a million cells in 977 bands of 20,000
     features). An array graph, so computed with a write of the values it
@@ -166,13 +155,14 @@ def folded_band_statistics(statistics: da.Array) -> da.Array:
     Parameters
     ----------
     statistics
-        :func:`band_statistics` (or :func:`normalized_statistics` per band), lazy.
+        :func:`band_statistics` (or
+        :func:`~cytearc.ops.normalized_blocks.normalized_statistics` per band), lazy.
 
     Returns
     -------
     dask.array.Array
         The merged statistics, one block of ``(BAND_STATISTICS, n_columns)``,
-        for :func:`merge_band_statistics`.
+        for :func:`~cytearc.ops.normalized_blocks.merge_band_statistics`.
 
     Examples
     --------
@@ -267,7 +257,7 @@ def normalized_graph(
     rows
         The cells, in increasing order.
     method, target_sum, log1p, idf
-        As in :func:`normalized_block`.
+        As in :func:`~cytearc.ops.normalized_blocks.normalized_block`.
     features
         Only these feature columns (None: all). A value depends only on its
         count, its cell's library size and its feature's ``idf``, so the

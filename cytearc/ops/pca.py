@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cytearc.artifacts import Artifact, ArtifactWriter
     from cytearc.storage.store import AnalysisStore
 
-__all__ = ["feature_moments", "feature_scaling", "pca", "scaled_block", "scaled_graph"]
+__all__ = ["feature_moments", "feature_scaling", "pca", "scaled_graph"]
 
 
 def feature_moments(

@@ -11,7 +11,7 @@ import pandas as pd
 from cytearc.artifacts import Artifact, ArtifactRef, open_artifact
 from cytearc.errors import ColumnNotFoundError, FeatureNotFoundError
 from cytearc.metadata.membership import membership_column
-from cytearc.ops.normalize import normalized_block
+from cytearc.ops.normalized_blocks import normalized_block
 from cytearc.ops.qc import percent_columns
 from cytearc.ops.selection import artifact_cell_mask
 from cytearc.plots._dotplot import dotplot

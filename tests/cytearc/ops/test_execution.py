@@ -15,12 +15,8 @@ from threadpoolctl import threadpool_limits
 from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, ReadOnlyStoreError
-from cytearc.ops.normalize import (
-    band_statistics,
-    data_chunk_rows,
-    merge_band_statistics,
-    normalized_graph,
-)
+from cytearc.ops.normalize import band_statistics, data_chunk_rows, normalized_graph
+from cytearc.ops.normalized_blocks import merge_band_statistics
 from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks

@@ -19,14 +19,16 @@ from cytearc.artifacts.store import SPILL_GROUP
 from cytearc.errors import StaleArtifactError
 from cytearc.ops.normalize import (
     FOLD_EVERY,
-    _band_statistics,
     band_statistics,
     folded_band_statistics,
+    normalized_cells,
+    normalized_values,
+)
+from cytearc.ops.normalized_blocks import (
+    _band_statistics,
     merge_band_statistics,
     normalized_block,
-    normalized_cells,
     normalized_statistics,
-    normalized_values,
     piece_statistics,
 )
 from cytepool.testing import raise_if_dask_computes

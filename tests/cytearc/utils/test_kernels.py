@@ -18,7 +18,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cytearc.ops.normalize import nonzero_entries, normalized_statistics
+from cytearc.ops.normalized_blocks import nonzero_entries, normalized_statistics
 from cytearc.ops.pool_blocks import _pair_sums
 from cytearc.utils import kernels
 from cytearc.utils.moments import ColumnMoments
