@@ -556,7 +556,7 @@ def normalize(
     target_sum = parse_float(target_sum, name="target_sum", operation=operation, positive=True)
     log1p = parse_bool(log1p, name="log1p", operation=operation)
     store_values = parse_bool(store_values, name="store_values", operation=operation)
-    if source.counts.dtype.kind != "u":
+    if source.dtype.kind != "u":
         rows = np.flatnonzero(read_measured_mask(ds, assay, cell_selection, operation=operation))
         _refuse_negative(ds, source, rows, operation=operation)
     selection = publish_measured_selection(ds, assay, cell_selection, operation=operation)

@@ -326,16 +326,15 @@ def piece_statistics(
         values = values.astype(np.float32).astype(np.float64)
         linear = np.expm1(values)
     detected = np.zeros(n_columns, np.int64)
-    smallest, high = np.full(n_columns, np.inf), np.zeros(n_columns)
-    total, linear_total = np.zeros(n_columns), np.zeros(n_columns)
-    kernels.coded_sums(
-        codes, columns, values, linear, detected, smallest, high, total, linear_total
-    )
-    mean, linear_mean = total / n, linear_total / n
-    squares, linear_squares = np.zeros(n_columns), np.zeros(n_columns)
-    kernels.coded_squares(
-        codes, columns, values, linear, mean, linear_mean, squares, linear_squares
-    )
+    sums = np.zeros((n_columns, kernels.SUMS))
+    sums[:, 0] = np.inf
+    kernels.coded_sums(codes, columns, values, linear, detected, sums)
+    smallest, high, total, linear_total = sums.T
+    # the means, then the squared deviations from them, side by side as well
+    deviations = np.zeros_like(sums)
+    deviations[:, 0], deviations[:, 1] = total / n, linear_total / n
+    kernels.coded_squares(codes, columns, values, linear, deviations)
+    squares, linear_squares = deviations[:, 2], deviations[:, 3]
     low = np.where(detected == n, smallest, 0.0)
     # values past float32's largest are stored as inf (and expm1 overflows): inf - inf and
     # 0 * inf in their deviations give the NaN the finite-value check refuses, as the reference
@@ -365,23 +364,24 @@ def _coded_entries(
     distinct, codes, columns = np.empty(0), np.empty(0, np.int32), np.empty(0, np.int32)
     n_columns, n_entries, n_distinct = None, 0, 0
     for offset, piece in pieces:
-        rows = keep[offset : offset + len(piece)]
-        part = np.ascontiguousarray(piece if rows.all() else piece[rows])
-        n_columns, integral = piece.shape[1], part.dtype.kind in "biu"
-        size = int(np.count_nonzero(part))
-        if n_entries + size > len(codes):
-            # room for the rest of the band at this piece's density and a quarter more
-            rest = (len(keep) - offset) * size // max(1, len(piece))
-            capacity = n_entries + size + rest + rest // 4
+        part = np.ascontiguousarray(piece)
+        rows = keep[offset : offset + len(part)]
+        n_columns, integral = part.shape[1], part.dtype.kind in "biu"
+        # every value of the kept rows, at most, is an entry: no pass to count them first
+        most = int(np.count_nonzero(rows)) * n_columns
+        if n_entries + most > len(codes):
+            # room for this piece, and for the rest of the band at the density so far and a quarter more
+            rest = (len(keep) - offset) * n_entries // max(1, offset)
+            capacity = n_entries + most + rest + rest // 4
             index = np.int32 if len(keep) * n_columns < 2**31 else np.int64
             codes = _grown(codes, capacity, n_entries, dtype=index)
             columns = _grown(columns, capacity, n_entries, dtype=index)
-        if n_distinct + size > len(distinct):
-            distinct = _grown(distinct, max(2 * len(distinct), n_distinct + size), n_distinct)
-        part_scale = scale[offset : offset + len(piece)][rows] if len(scale) else scale
+        if n_distinct + most > len(distinct):
+            distinct = _grown(distinct, max(2 * len(distinct), n_distinct + most), n_distinct)
         found_entries, found = kernels.normalized_codes(
             part,
-            part_scale,
+            rows,
+            scale[offset : offset + len(part)] if len(scale) else scale,
             weights,
             integral,
             distinct[n_distinct:],

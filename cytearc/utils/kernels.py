@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DISTINCT_COUNTS",
+    "SUMS",
     "coded_squares",
     "coded_sums",
     "column_squares",
@@ -183,11 +184,14 @@ def pair_squares(
 
 DISTINCT_COUNTS: Final = 1024
 """Integer counts below this share one normalized value per row in :func:`normalized_codes`."""
+SUMS: Final = 4
+"""The figures per column of :func:`coded_sums` and :func:`coded_squares`."""
 
 
 @compiled
 def normalized_codes(  # noqa: PLR0917 (numba compiles positional parameters only)
     block: np.ndarray,
+    keep: np.ndarray,
     scale: np.ndarray,
     idf: np.ndarray,
     integral: bool,  # noqa: FBT001
@@ -208,17 +212,20 @@ def normalized_codes(  # noqa: PLR0917 (numba compiles positional parameters onl
     ----------
     block
         Counts, rows x columns.
+    keep
+        bool per row: the rows listed (the others are skipped, not copied
+        out first), or empty for every row.
     scale
-        The factor of each row (float64), or empty for none.
+        The factor of each row of ``block`` (float64), or empty for none.
     idf
         The factor of each column (float64, applied after ``scale``), or
         empty for none.
     integral
         Whether the counts are integers (a float count is never shared).
     distinct_out
-        At least as long as the block's non-zeros: receives the distinct values.
+        At least as long as the kept rows' non-zeros: receives the distinct values.
     codes_out, columns_out
-        At least as long as the block's non-zeros: receive each entry's
+        At least as long as the kept rows' non-zeros: receive each entry's
         index in ``distinct_out`` and its column, in row-major order.
 
     Returns
@@ -229,13 +236,17 @@ def normalized_codes(  # noqa: PLR0917 (numba compiles positional parameters onl
     Raises
     ------
     ValueError
-        ``scale`` or ``idf`` is neither empty nor of one value per row or column.
+        ``keep``, ``scale`` or ``idf`` is neither empty nor of one value per
+        row or column.
     """
     n0, n1 = block.shape
+    selected = keep.shape[0] > 0
     scaled = scale.shape[0] > 0
     weighted = idf.shape[0] > 0
-    if (scaled and scale.shape[0] != n0) or (weighted and idf.shape[0] != n1):
-        raise ValueError("normalized_codes: expected one scale per row and one idf per column")
+    if (selected and keep.shape[0] != n0) or (scaled and scale.shape[0] != n0):
+        raise ValueError("normalized_codes: expected one keep and one scale per row")
+    if weighted and idf.shape[0] != n1:
+        raise ValueError("normalized_codes: expected one idf per column")
     shared = integral and not weighted
     slot = np.empty(DISTINCT_COUNTS, np.int64)
     slot_row = np.full(DISTINCT_COUNTS, -1, np.int64)
@@ -243,6 +254,8 @@ def normalized_codes(  # noqa: PLR0917 (numba compiles positional parameters onl
     d = 0
     positions = np.empty(n1 + 1, np.int64)
     for row in range(n0):
+        if selected and not keep[row]:
+            continue
         factor = scale[row] if scaled else 1.0
         found = _row_nonzeros(block[row], positions)
         for i in range(found):
@@ -276,12 +289,12 @@ def coded_sums(  # noqa: PLR0917 (numba compiles positional parameters only)
     values: np.ndarray,
     linear: np.ndarray,
     detected: np.ndarray,
-    smallest: np.ndarray,
-    largest: np.ndarray,
-    total: np.ndarray,
-    linear_total: np.ndarray,
+    sums: np.ndarray,
 ) -> None:
     """Add the non-zero coded entries to their columns, in order; entries whose value is zero are left out.
+
+    The four float64 figures of a column lie side by side in a row of
+    ``sums``, so an entry updates one cache line instead of four.
 
     Parameters
     ----------
@@ -291,22 +304,24 @@ def coded_sums(  # noqa: PLR0917 (numba compiles positional parameters only)
         float64: the distinct values and a second value of each (``expm1``).
     detected
         int64 per column, added to: the entries kept.
-    smallest, largest
-        float64 per column, updated with the kept values as
-        ``numpy.minimum.at`` and ``numpy.maximum.at`` would (a NaN sticks).
-    total, linear_total
-        float64 per column, added to: the kept entries' values and linear values.
+    sums
+        float64, a row per column: its smallest and largest kept value,
+        updated as ``numpy.minimum.at`` and ``numpy.maximum.at`` would (a
+        NaN sticks), and the kept entries' values and linear values, added to.
 
     Raises
     ------
     ValueError
-        ``codes`` and ``columns`` differ in length.
+        ``codes`` and ``columns`` differ in length, or ``sums`` is not a row
+        of four per column.
     IndexError
-        A column is negative or not below ``len(total)``.
+        A column is negative or not below ``len(detected)``.
     """
     if codes.shape[0] != columns.shape[0]:
         raise ValueError("coded_sums: expected one column per code")
-    n_columns = total.shape[0]
+    n_columns = detected.shape[0]
+    if sums.shape[0] != n_columns or sums.shape[1] != SUMS:
+        raise ValueError("coded_sums: expected a row of four sums per column")
     for k in range(codes.shape[0]):
         code = codes[k]
         y = values[code]
@@ -316,26 +331,23 @@ def coded_sums(  # noqa: PLR0917 (numba compiles positional parameters only)
         if column < 0 or column >= n_columns:
             raise IndexError("coded_sums: a column is out of range")
         detected[column] += 1
-        low = smallest[column]
+        low = sums[column, 0]
         if not (np.isnan(low) or low <= y):
-            smallest[column] = y
-        high = largest[column]
+            sums[column, 0] = y
+        high = sums[column, 1]
         if not (np.isnan(high) or high >= y):
-            largest[column] = y
-        total[column] += y
-        linear_total[column] += linear[code]
+            sums[column, 1] = y
+        sums[column, 2] += y
+        sums[column, 3] += linear[code]
 
 
 @compiled
-def coded_squares(  # noqa: PLR0917 (numba compiles positional parameters only)
+def coded_squares(
     codes: np.ndarray,
     columns: np.ndarray,
     values: np.ndarray,
     linear: np.ndarray,
-    mean: np.ndarray,
-    linear_mean: np.ndarray,
     squares: np.ndarray,
-    linear_squares: np.ndarray,
 ) -> None:
     """Add the squared deviations of the non-zero coded entries from their columns' means, in order.
 
@@ -343,21 +355,27 @@ def coded_squares(  # noqa: PLR0917 (numba compiles positional parameters only)
     ----------
     codes, columns, values, linear
         As in :func:`coded_sums` (checked there).
-    mean, linear_mean
-        The mean of each column, of the values and of the linear values.
-    squares, linear_squares
-        float64 per column, added to.
+    squares
+        float64, a row per column: the mean of its values and of its linear
+        values, read, then the squared deviations of each, added to.
+
+    Raises
+    ------
+    ValueError
+        ``squares`` is not a row of four per column.
     """
+    if squares.shape[1] != SUMS:
+        raise ValueError("coded_squares: expected a row of four figures per column")
     for k in range(codes.shape[0]):
         code = codes[k]
         y = values[code]
         if y == 0:
             continue
         column = columns[k]
-        deviation = y - mean[column]
-        squares[column] += deviation * deviation
-        deviation = linear[code] - linear_mean[column]
-        linear_squares[column] += deviation * deviation
+        deviation = y - squares[column, 0]
+        squares[column, 2] += deviation * deviation
+        deviation = linear[code] - squares[column, 1]
+        squares[column, 3] += deviation * deviation
 
 
 @compiled
@@ -437,7 +455,7 @@ def warm() -> None:
     for dtype in WARM_DTYPES:
         block = np.ones((1, 1), dtype)
         entries = (np.empty(1), entry, entry)
-        normalized_codes(block, one, np.empty(0), True, *entries)  # noqa: FBT003
+        normalized_codes(block, np.ones(1, np.bool_), one, np.empty(0), True, *entries)  # noqa: FBT003
         pair_entries(
             block,
             one,
@@ -449,8 +467,8 @@ def warm() -> None:
             np.empty(1, np.int64),
         )
     values = np.ones(1)
-    coded_sums(entry, entry, values, values, *(np.zeros(1, np.int64), *(np.ones(1),) * 4))
-    coded_squares(entry, entry, values, values, *(np.zeros(1),) * 4)
+    coded_sums(entry, entry, values, values, np.zeros(1, np.int64), np.ones((1, SUMS)))
+    coded_squares(entry, entry, values, values, np.zeros((1, SUMS)))
     column_sums(row, values, np.zeros(1), np.zeros(1, np.int64))
     column_squares(row, values, np.zeros(1), np.zeros(1))
     pair_squares(row.astype(np.int64), values, np.zeros((1, 1)), np.zeros((1, 1)))

@@ -361,33 +361,87 @@ def test_moments_refuse_columns_out_of_range() -> None:
 
 
 def test_normalized_codes_refuse_factors_of_other_shapes() -> None:
-    """A scale that is not one per row raises instead of reading past it."""
+    """A keep mask or scale that is not one per row, or an idf not one per column, raises instead of reading past it."""
     out = np.empty(4)
-    with pytest.raises(ValueError, match="one scale per row"):
-        kernels.normalized_codes(
-            np.ones((2, 2), np.uint8),
-            np.ones(3),
-            np.empty(0),
-            True,
-            out,
-            np.empty(4, np.intp),
-            np.empty(4, np.intp),
-        )
+    block, every = np.ones((2, 2), np.uint8), np.empty(0, np.bool_)
+    for keep, scale, idf, match in (
+        (every, np.ones(3), np.empty(0), "one keep and one scale per row"),
+        (np.ones(3, np.bool_), np.ones(2), np.empty(0), "one keep and one scale per row"),
+        (every, np.ones(2), np.ones(3), "one idf per column"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            kernels.normalized_codes(
+                block, keep, scale, idf, True, out, np.empty(4, np.intp), np.empty(4, np.intp)
+            )
 
 
 def test_normalized_codes_list_each_rows_equal_counts_once() -> None:
     """Equal small counts of a row share a value; large, float and idf-weighted ones do not."""
     block = np.array([[2, 0, 2, 5], [2, 2000, 2000, 0]], np.uint16)
     distinct, codes, columns = np.empty(6), np.empty(6, np.intp), np.empty(6, np.intp)
-    scale = np.array([0.5, 0.25])
-    found = kernels.normalized_codes(block, scale, np.empty(0), True, distinct, codes, columns)
+    scale, every = np.array([0.5, 0.25]), np.empty(0, np.bool_)
+    found = kernels.normalized_codes(
+        block, every, scale, np.empty(0), True, distinct, codes, columns
+    )
     assert found == (6, 5)
     assert distinct[:5].tolist() == [1.0, 2.5, 0.5, 500.0, 500.0]
     assert codes.tolist() == [0, 0, 1, 2, 3, 4]
     assert columns.tolist() == [0, 2, 3, 0, 1, 2]
     for block_, idf in ((block.astype(np.float32), np.empty(0)), (block, np.ones(4))):
         found = kernels.normalized_codes(
-            block_, scale, idf, block_.dtype.kind == "u", distinct, codes, columns
+            block_, every, scale, idf, block_.dtype.kind == "u", distinct, codes, columns
         )
         assert found == (6, 6)
         assert codes.tolist() == list(range(6))
+
+
+def test_normalized_codes_skip_the_rows_not_kept() -> None:
+    """Rows outside ``keep`` are not listed; each kept row takes its own scale, as if the others were never there."""
+    block = np.array([[2, 0, 2, 5], [7, 7, 0, 0], [2, 2000, 2000, 0]], np.uint16)
+    scale, keep = np.array([0.5, 100.0, 0.25]), np.array([True, False, True])
+    out = np.empty(8), np.empty(8, np.intp), np.empty(8, np.intp)
+    found = kernels.normalized_codes(block, keep, scale, np.empty(0), True, *out)
+    expected = np.empty(8), np.empty(8, np.intp), np.empty(8, np.intp)
+    assert found == kernels.normalized_codes(
+        block[keep], np.empty(0, np.bool_), scale[keep], np.empty(0), True, *expected
+    )
+    n_entries, n_distinct = found
+    assert out[0][:n_distinct].tolist() == expected[0][:n_distinct].tolist()
+    for listed, reference in zip(out[1:], expected[1:], strict=True):
+        assert listed[:n_entries].tolist() == reference[:n_entries].tolist()
+
+
+def test_coded_sums_and_squares_equal_numpy() -> None:
+    """The side-by-side sums of each column are numpy's, entries of value zero left out."""
+    rng = np.random.default_rng(5)
+    values, linear = rng.random(6), rng.random(6)
+    values[2] = 0.0
+    codes, columns = (
+        rng.integers(0, 6, 40).astype(np.int32),
+        rng.integers(0, 4, 40).astype(np.int32),
+    )
+    detected, sums = np.zeros(4, np.int64), np.zeros((4, kernels.SUMS))
+    sums[:, 0] = np.inf
+    kernels.coded_sums(codes, columns, values, linear, detected, sums)
+    kept = values[codes] != 0
+    y, lin, col = values[codes][kept], linear[codes][kept], columns[kept]
+    low, high = np.full(4, np.inf), np.zeros(4)
+    np.minimum.at(low, col, y)
+    np.maximum.at(high, col, y)
+    assert detected.tolist() == np.bincount(col, minlength=4).tolist()
+    np.testing.assert_allclose(
+        sums, np.column_stack([low, high, np.bincount(col, y, 4), np.bincount(col, lin, 4)])
+    )
+    deviations = np.zeros((4, kernels.SUMS))
+    deviations[:, 0], deviations[:, 1] = sums[:, 2] / 10, sums[:, 3] / 10
+    kernels.coded_squares(codes, columns, values, linear, deviations)
+    np.testing.assert_allclose(deviations[:, 2], np.bincount(col, (y - deviations[col, 0]) ** 2, 4))
+    np.testing.assert_allclose(
+        deviations[:, 3], np.bincount(col, (lin - deviations[col, 1]) ** 2, 4)
+    )
+    with pytest.raises(ValueError, match="four sums per column"):
+        kernels.coded_sums(codes, columns, values, linear, detected, np.zeros((4, 3)))
+    with pytest.raises(IndexError, match="out of range"):
+        kernels.coded_sums(codes, columns + 4, values, linear, detected, sums)
+    with pytest.raises(ValueError, match="four figures per column"):
+        kernels.coded_squares(codes, columns, values, linear, np.zeros((4, 2)))
