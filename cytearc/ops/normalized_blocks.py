@@ -515,8 +515,18 @@ def scaled_block(
 
 
 def _gram(block: np.ndarray) -> np.ndarray:
-    gram: np.ndarray = block.T @ block
+    # NumPy multiplies an unaligned block (as a worker may receive one) by way of aligned
+    # copies of each operand, with gemm instead of syrk: other bits than where it was made
+    aligned = np.require(block, requirements="A")
+    gram: np.ndarray = aligned.T @ aligned
     return gram
+
+
+def _scaled_gram(
+    block: np.ndarray, *, mean: np.ndarray, sd: np.ndarray, max_value: float | None
+) -> np.ndarray:
+    """The Gram matrix of a block's scaled values, which live only in this task."""
+    return _gram(scaled_block(block, mean=mean, sd=sd, max_value=max_value))
 
 
 def _project(block: np.ndarray, *, loadings: np.ndarray) -> np.ndarray:

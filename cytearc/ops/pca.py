@@ -13,6 +13,7 @@ before publication), which the projection and the SVD's passes read back.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import dask.array as da
@@ -23,7 +24,7 @@ from cytearc.engine.arrays import fold_rows
 from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
 from cytearc.ops.normalize import block_moments, normalized_cells, normalized_values
-from cytearc.ops.normalized_blocks import _gram, _project, scaled_block
+from cytearc.ops.normalized_blocks import _project, _scaled_gram, scaled_block
 from cytearc.ops.publication import ArtifactLike, open_input, reuse_or_publish
 from cytearc.utils.moments import ColumnMoments
 
@@ -303,8 +304,10 @@ def _components(
     clipped = scaling["max_value"] is not None
     if mode == "exact":
         m = values.shape[1]
-        z = _scaled(values, **scaling)
-        (gram,) = writer.run(fold_rows(z, _gram, shape=(m, m), dtype=np.float64))
+        # each task scales its block itself: a scaled float64 block is twice its values, and
+        # as a task's output it would wait in a worker's memory (or move) until folded
+        step = functools.partial(_scaled_gram, **scaling)
+        (gram,) = writer.run(fold_rows(values, step, shape=(m, m), dtype=np.float64))
         eigenvalues, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
         order = np.argsort(eigenvalues)[::-1]
         total = float(np.trace(gram)) if clipped else total

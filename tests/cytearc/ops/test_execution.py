@@ -16,7 +16,7 @@ from cytearc import DataStore
 from cytearc.engine.cluster import get_engine, shutdown
 from cytearc.errors import EngineConfigError, ReadOnlyStoreError
 from cytearc.ops.normalize import band_statistics, data_chunk_rows, normalized_graph
-from cytearc.ops.normalized_blocks import merge_band_statistics
+from cytearc.ops.normalized_blocks import _gram, _scaled_gram, merge_band_statistics, scaled_block
 from cytearc.ops.pca import feature_scaling, scaled_graph
 from cytearc.ops.selection import open_selection
 from cytearc.storage.finite_values import checked_blocks
@@ -154,6 +154,32 @@ def test_threads_and_local_cluster_pca_to_equal_bits(chain, on_cluster) -> None:
     _, _, pca = on_cluster
     for name in ("loadings", "explained_variance", "coords"):
         np.testing.assert_array_equal(_bits(pca.read(name)), _bits(chain.pca.read(name)))
+
+
+def test_a_received_unaligned_block_gives_the_gram_bits_of_an_aligned_one() -> None:
+    """A Gram matrix has the same bits whether its block lies at an aligned address or not.
+
+    A worker receives a block from another worker in a buffer that can be
+    unaligned, and NumPy multiplies an unaligned ``A.T @ A`` through aligned
+    copies of each operand with ``gemm`` instead of ``syrk``, which rounds
+    differently: before ``_gram`` aligned its block, the PCA of the 20k
+    anchor data had other last bits in each run on the local cluster, and
+    other than on threads. PCA now scales each block in the task that folds
+    it, so the scaled block is always made where it is multiplied.
+    """
+    rng = np.random.default_rng(3)
+    block = rng.standard_normal((700, 300))
+    buffer = np.empty(block.nbytes + 8, np.uint8)
+    unaligned = np.frombuffer(buffer[3 : 3 + block.nbytes], np.float64).reshape(block.shape)
+    unaligned[...] = block
+    assert not unaligned.flags.aligned
+    with threadpool_limits(limits=1):
+        np.testing.assert_array_equal(_bits(_gram(unaligned)), _bits(_gram(block)))
+        values = rng.random((700, 300)).astype(np.float32)
+        scaling = {"mean": values.mean(axis=0), "sd": values.std(axis=0), "max_value": 1.5}
+        np.testing.assert_array_equal(
+            _bits(_scaled_gram(values, **scaling)), _bits(_gram(scaled_block(values, **scaling)))
+        )
 
 
 @pytest.fixture(scope="module")
