@@ -40,6 +40,7 @@ from cytearc.storage.transpose import (
     split_band,
     transpose_counts,
 )
+from cytearc.utils.heap import release_freed_heap
 from cytepool.codecs import compressor as named_compressor
 from cytepool.errors import ClusterLostError
 
@@ -252,7 +253,11 @@ def write_band(
     """Write one row band of ``counts`` (dense or sparse) in the array's dtype.
 
     Values are cast (checked) before a sparse band is densified, straight into
-    the storage dtype.
+    the storage dtype. The band's buffers (the dense band, the encoder's) are
+    given back to the system afterwards
+    (:func:`~cytearc.utils.heap.release_freed_heap`): kept in the heap, they
+    made each process of an import hold the most any band needed (the 20k
+    anchor import peaked at 1,418-1,428 MB instead of 1,300-1,331).
 
     Parameters
     ----------
@@ -272,6 +277,17 @@ def write_band(
         The band's identity-block digests, row sums, detected features per
         row and detected cells per feature.
     """
+    result = _write_band(block, array, first_row, scratch)
+    release_freed_heap()
+    return result
+
+
+def _write_band(
+    block: np.ndarray | sp.csr_matrix,
+    array: zarr.Array[Any],
+    first_row: int,
+    scratch: zarr.Array[Any] | None,
+) -> tuple[list[bytes], np.ndarray, np.ndarray, np.ndarray]:
     dtype = np.dtype(array.dtype)
     where = f"counts rows {first_row}:"
     if isinstance(block, sp.spmatrix | sp.sparray):
@@ -694,6 +710,8 @@ class CountsWriter:
             # sources' int64 values for most counts
             block = _stored_values(block, self.dtype, where=f"{self.where} rows {first_row}:")
         self._submit(first_row, block, attempt=1)
+        # reading the band from its source freed several times its size into the heap
+        release_freed_heap()
         limit = 2 * max(1, len(self.engine.client.scheduler_info()["workers"]))
         while len(self._in_flight) >= limit:
             self._collect(return_when="FIRST_COMPLETED")
