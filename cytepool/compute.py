@@ -15,6 +15,13 @@ first computation. A nanny sets ``OMP_NUM_THREADS=1`` for the worker it
 starts, but a worker started with ``dask worker --no-nanny``, a site's own
 launcher or an existing client's cluster keeps BLAS's default of one thread
 per core, and OpenBLAS then splits a float32 product differently.
+
+For the same reason every array a process of the cluster receives is aligned
+to its items (:func:`align_received_arrays`, on workers through
+:class:`AlignedArrays`, registered with :class:`OneBlasThread`): NumPy
+computes on an unaligned array through aligned copies made piece by piece,
+and its sums and products then round differently from the same values
+computed where they were made.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import dask
+import numpy as np
 from dask.base import compute as dask_compute
 from dask.delayed import Delayed, delayed
 from dask.system import CPU_COUNT
@@ -37,6 +45,13 @@ from distributed import progress as cluster_progress
 from distributed.client import ClosedClientError
 from distributed.comm.core import CommClosedError
 from distributed.diagnostics.plugin import WorkerPlugin
+from distributed.protocol.numpy import deserialize_numpy_ndarray
+from distributed.protocol.serialize import (
+    dask_deserialize,
+    pickle_dumps,
+    pickle_loads,
+    register_serialization_family,
+)
 from threadpoolctl import ThreadpoolController, threadpool_limits
 from tqdm.auto import tqdm
 from tqdm.dask import TqdmCallback
@@ -50,7 +65,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLUSTER_VARIABLE",
+    "AlignedArrays",
     "OneBlasThread",
+    "align_received_arrays",
     "compute",
     "connect",
     "current_client",
@@ -71,8 +88,19 @@ _THREAD_VARIABLES: Final = (
     "NUMEXPR_NUM_THREADS",
 )
 _PLUGIN_NAME: Final = "cytepool-one-blas-thread"
+_ALIGNED_PLUGIN_NAME: Final = "cytepool-aligned-arrays"
+_ITEM_ALIGNMENT: Final = 8
+"""A received buffer at an address that is a multiple of this suits every NumPy dtype's alignment."""
+_ROUNDED_KINDS: Final = "fc"
+"""The dtype kinds whose sums round, so that an unaligned array of them is copied when received.
+
+Integers sum exactly, and NumPy casts them to floats in aligned buffers
+wherever they lie (checked: their float sums and means have the same bits
+unaligned), so a received counts band is not copied.
+"""
 _registered: weakref.WeakSet[Client] = weakref.WeakSet()
 _registering = threading.Lock()
+_aligning = threading.Lock()
 
 
 class OneBlasThread(WorkerPlugin):
@@ -104,11 +132,25 @@ class OneBlasThread(WorkerPlugin):
             self._controller.limit(limits=1)
 
 
-def limit_blas_threads(client: Client) -> None:
-    """Register :class:`OneBlasThread` on ``client``'s cluster, once per client.
+class AlignedArrays(WorkerPlugin):
+    """A worker plugin that aligns every array the worker receives (:func:`align_received_arrays`).
 
-    The scheduler keeps the plugin and gives it to every worker that joins
-    later, a restarted one included.
+    Registered by :func:`limit_blas_threads`.
+    """
+
+    name = _ALIGNED_PLUGIN_NAME
+
+    def setup(self, worker: Worker) -> None:
+        """Align the arrays the worker's process receives from now on."""
+        align_received_arrays()
+
+
+def limit_blas_threads(client: Client) -> None:
+    """Register :class:`OneBlasThread` and :class:`AlignedArrays` on ``client``'s cluster, once per client.
+
+    The scheduler keeps the plugins and gives them to every worker that
+    joins later, a restarted one included. The arrays this process gathers
+    from the cluster are aligned as well.
 
     Parameters
     ----------
@@ -118,8 +160,67 @@ def limit_blas_threads(client: Client) -> None:
     with _registering:
         if client in _registered:
             return
+        align_received_arrays()
         client.register_plugin(OneBlasThread(), name=_PLUGIN_NAME)
+        client.register_plugin(AlignedArrays(), name=_ALIGNED_PLUGIN_NAME)
         _registered.add(client)
+
+
+def align_received_arrays() -> None:
+    """Make the NumPy arrays that distributed deserializes in this process aligned to their items.
+
+    distributed reads a message into one buffer and makes each array a view
+    of its frame wherever the frame lies, so a float64 array received from
+    another process often starts at an address that is not a multiple of 8.
+    NumPy computes on such an array through aligned copies made piece by
+    piece: a ufunc reduction buffers it in blocks and ``A.T @ A`` multiplies
+    copies with ``gemm`` instead of ``syrk``, so a sum or a product of the
+    received array rounds differently from the same values where they were
+    made, and a result would depend on which worker ran the task. The
+    deserializers of NumPy arrays and of pickled objects (whose out-of-band
+    buffers hold the arrays of tuples, dicts and other objects) are replaced
+    by ones that copy a floating-point array, or a pickled object's buffer,
+    that is not aligned, and only those; values, shapes, strides and the
+    writeable flag are kept. Calling it again changes nothing.
+
+    Examples
+    --------
+    >>> from distributed.protocol import deserialize, serialize
+    >>> align_received_arrays()
+    >>> header, frames = serialize(np.arange(3.0))
+    >>> unaligned = memoryview(bytearray(1) + bytes(frames[0]))[1:]
+    >>> deserialize(header, [unaligned]).flags.aligned
+    True
+    """
+    with _aligning:
+        if dask_deserialize.dispatch(np.ndarray) is _aligned_ndarray:
+            return
+        for array_type in (np.ndarray, np.matrix):
+            dask_deserialize.register(array_type, _aligned_ndarray)
+        register_serialization_family("pickle", pickle_dumps, _aligned_pickle_loads)
+
+
+def _aligned_ndarray(header: dict[str, Any], frames: list[Any]) -> Any:  # noqa: ANN401
+    """The NumPy deserializer of distributed, with an unaligned result copied to an aligned array."""
+    array = deserialize_numpy_ndarray(header, frames)
+    if array.flags.aligned or array.dtype.kind not in _ROUNDED_KINDS:
+        return array
+    aligned = np.require(array, requirements="A")
+    aligned.flags.writeable = array.flags.writeable
+    return aligned
+
+
+def _aligned_pickle_loads(header: dict[str, Any], frames: list[Any]) -> Any:  # noqa: ANN401
+    """The pickle deserializer of distributed, with each out-of-band buffer at an aligned address."""
+    return pickle_loads(header, [frames[0], *map(_aligned_buffer, frames[1:])])
+
+
+def _aligned_buffer(frame: Any) -> Any:  # noqa: ANN401
+    view = memoryview(frame)
+    if view.nbytes == 0 or np.frombuffer(view, np.uint8).ctypes.data % _ITEM_ALIGNMENT == 0:
+        return frame
+    copy = np.frombuffer(view, np.uint8).copy().data
+    return copy.toreadonly() if view.readonly else copy
 
 
 def connect(cluster: str, *, timeout: str | float | None = None) -> Client:

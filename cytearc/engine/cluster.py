@@ -7,7 +7,8 @@ printed once. ``cluster=`` runs on an existing cluster instead, given its
 scheduler address, the path of its scheduler file (``dask scheduler
 --scheduler-file``) or a :class:`distributed.Client`; without ``cluster=``,
 the environment variable ``CYTEARC_CLUSTER`` gives one. On every cluster the
-tasks run with one BLAS thread (:func:`cytepool.compute.limit_blas_threads`).
+tasks run with one BLAS thread and receive aligned arrays
+(:func:`cytepool.compute.limit_blas_threads`).
 
 The processes that run CyteArc's tasks on one machine (the workers of the
 local cluster as they start, this process when it is the threaded engine)

@@ -234,6 +234,38 @@ def test_every_worker_computes_with_one_blas_thread(worker_processes: str) -> No
         np.testing.assert_array_equal(_bits(value), _bits(expected), err_msg=worker)
 
 
+def _block(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).random((200_000, 7)) * 1e3
+
+
+def _received(block: np.ndarray) -> tuple[bool, bytes]:
+    return bool(block.flags.aligned), block.sum().tobytes()
+
+
+@pytest.mark.slow
+def test_a_block_one_worker_receives_from_another_sums_to_the_senders_bits(
+    worker_processes: str,
+) -> None:
+    """A float64 block made on one worker and summed on the other is aligned there and has the same sum.
+
+    distributed makes a received array a view of the message's buffer, often
+    at an address that is not a multiple of 8, and NumPy sums an unaligned
+    array through aligned copies of pieces of it: the sum then rounds
+    differently. The engine's worker plugin aligns what every worker
+    receives.
+    """
+    expected = _block(0).sum().tobytes()
+    engine = get_engine(cluster=worker_processes)
+    assert engine.client is not None
+    maker, summer = sorted(engine.client.scheduler_info()["workers"])
+    with dask.annotate(workers=[maker], allow_other_workers=False):
+        block = dask.delayed(_block, pure=False)(0)
+    with dask.annotate(workers=[summer], allow_other_workers=False):
+        received = dask.delayed(_received, pure=False)(block)
+    (value,) = engine.compute(received)
+    assert value == (True, expected)
+
+
 @pytest.mark.slow
 def test_worker_processes_give_the_threaded_bits(chain, on_worker_processes) -> None:
     """Normalized moments, HVGs and PCA are bit-identical on nanny and no-nanny worker processes."""
