@@ -42,6 +42,12 @@ an interpreter that sets it::
     ANCHORS_TOOLS="scarf scanpy cytearc cytearc_threads" \
     ANCHORS_SCRIPT_cytearc_threads=$PWD/benchmarks/bench_cytearc.py \
     ANCHORS_PY_cytearc_threads=$PWD/benchmarks/cytearc-threads-python ...
+
+With ``CYTEARC_WORKERS=PxT`` the local cluster has ``P`` workers of ``T``
+threads each instead (:func:`cytearc.engine.budget.parse_topology`) and the
+tool is named ``cytearc_PxT``; ``benchmarks/cytearc-1x2-python`` runs one
+worker process of two threads (tool ``cytearc_1x2``, script and interpreter
+given as above).
 """
 
 from __future__ import annotations
@@ -152,7 +158,7 @@ def _load(bench: benchlib.Bench, args: argparse.Namespace, store: Path) -> Any: 
     from cytearc.pipeline.rss import RssSampler  # noqa: PLC0415
 
     source = Path(args.data) / ("mtx" if args.input == "mtx" else "data.h5ad")
-    options = {"mem_budget": args.mem_budget, "workers": args.threads}
+    options = {"mem_budget": args.mem_budget, "workers": _workers(args)}
     start = time.perf_counter()
     with CpuClock() as clock:
         engine = get_engine(**options)  # the import and the store use this local cluster
@@ -167,6 +173,19 @@ def _load(bench: benchlib.Bench, args: argparse.Namespace, store: Path) -> Any: 
         peak=rss.metrics()["peakBytes"]["total"],
     )
     return ds
+
+
+def _workers(args: argparse.Namespace) -> int | str:
+    """``--threads`` workers of one thread each, unless ``CYTEARC_WORKERS`` gives them (``"1x2"``)."""
+    return os.environ.get("CYTEARC_WORKERS") or args.threads
+
+
+def _tool(args: argparse.Namespace) -> str:
+    """``cytearc``; ``cytearc_threads`` on the threaded engine, ``cytearc_PxT`` on workers of several threads."""
+    if os.environ.get("CYTEARC_CLUSTER") == "threads":
+        return "cytearc_threads"
+    workers = str(_workers(args)).lower()
+    return f"cytearc_{workers}" if "x" in workers else "cytearc"
 
 
 def main() -> None:  # noqa: PLR0915 (a linear script)
@@ -192,8 +211,9 @@ def main() -> None:  # noqa: PLR0915 (a linear script)
 
     params = {k: v for k, v in vars(a).items() if k not in ("data", "label", "workdir", "keep")}
     params["cluster"] = os.environ.get("CYTEARC_CLUSTER") or "local"
+    params["workers"] = _workers(a)
     b = benchlib.Bench(
-        "cytearc_threads" if params["cluster"] == "threads" else "cytearc",
+        _tool(a),
         dataset=Path(a.data).resolve().name,
         dataset_meta=benchlib.dataset_meta(a.data),
         label=a.label,

@@ -323,7 +323,11 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="worker memory in all, e.g. 4G (default: half the memory)",
     )
-    p.add_argument("--workers", type=int, default=None, help="worker processes")
+    p.add_argument(
+        "--workers",
+        default=None,
+        help="worker processes of one thread each, or PxT: P processes of T threads (e.g. 1x2)",
+    )
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -351,6 +355,7 @@ def _cluster(args: argparse.Namespace) -> int:
             "address": cluster.scheduler_address,
             "dashboard": client.dashboard_link,
             "workers": budget.workers,
+            "threadsPerWorker": budget.threads,
             "memoryLimitPerWorker": budget.per_worker,
             "schedulerFile": args.scheduler_file,
         }
@@ -400,7 +405,9 @@ def _store_commands(sub: Any) -> None:  # noqa: ANN401 (argparse's private subpa
     p.add_argument(
         "--genome", default=None, help=".h5: the genome to read (v2) or keep the features of (v3)"
     )
-    p.add_argument("--layer", default=None, help=".h5ad and .h5mu: the layer to import instead of X")
+    p.add_argument(
+        "--layer", default=None, help=".h5ad and .h5mu: the layer to import instead of X"
+    )
     p.add_argument(
         "--orientation",
         choices=["cells_x_features", "features_x_cells"],

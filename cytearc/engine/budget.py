@@ -24,6 +24,7 @@ __all__ = [
     "Budget",
     "detected_memory",
     "parse_mem_budget",
+    "parse_topology",
     "parse_workers",
     "resolve_budget",
 ]
@@ -176,7 +177,7 @@ def parse_workers(value: int | str | None, *, budget: int) -> int:
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
-    """A memory budget split over worker processes.
+    """A memory budget split over worker processes, each running ``threads`` tasks at once.
 
     Parameters
     ----------
@@ -184,18 +185,69 @@ class Budget:
         The memory of all workers together, in bytes.
     workers
         The number of worker processes.
+    threads
+        The threads of each worker process, one task each.
     """
 
     total: int
     workers: int
+    threads: int = 1
 
     @property
     def per_worker(self) -> int:
         """The memory limit of one worker, in bytes."""
         return self.total // self.workers
 
+    @property
+    def per_task(self) -> int:
+        """What one task may plan for, in bytes: its worker's limit over the worker's threads."""
+        return self.per_worker // self.threads
+
     def __str__(self) -> str:
-        return f"{format_bytes(self.total)} over {self.workers} workers ({format_bytes(self.per_worker)} each)"
+        workers = f"{self.workers} worker{'s' if self.workers > 1 else ''}"
+        threads = "" if self.threads == 1 else f" of {self.threads} threads"
+        return f"{format_bytes(self.total)} over {workers}{threads} ({format_bytes(self.per_worker)} each)"
+
+
+def parse_topology(value: int | str | None, *, budget: int) -> tuple[int, int]:
+    """Worker processes and threads of each: ``value`` as :func:`parse_workers` reads it, or ``"PxT"``.
+
+    Parameters
+    ----------
+    value
+        A number of workers of one thread each (see :func:`parse_workers`),
+        or a string ``"PxT"``: ``P`` worker processes of ``T`` threads each
+        (``"1x2"``: one process running two tasks at once, which holds one
+        process's memory less than two of one thread). None reads
+        ``CYTEARC_WORKERS``, which takes the same forms.
+    budget
+        The total memory budget in bytes.
+
+    Returns
+    -------
+    tuple of int
+        The worker processes and the threads of each.
+
+    Raises
+    ------
+    MemBudgetError
+        A part of ``value`` (or of ``CYTEARC_WORKERS``) is not a positive whole number.
+
+    Examples
+    --------
+    >>> parse_topology("1x2", budget=4 * 2**30), parse_topology(3, budget=4 * 2**30)
+    ((1, 2), (3, 1))
+    """
+    if value is None and os.environ.get(ENV_WORKERS, "").strip():
+        value = os.environ[ENV_WORKERS]
+    if not isinstance(value, str) or "x" not in value.lower():
+        return parse_workers(value, budget=budget), 1
+    processes, _, threads = value.lower().partition("x")
+    try:
+        return parse_workers(processes, budget=budget), parse_workers(threads, budget=budget)
+    except MemBudgetError as error:
+        msg = f"workers: expected a number of workers or 'PxT' (P processes of T threads, e.g. '1x2'), found {value!r}"
+        raise MemBudgetError(msg) from error
 
 
 def resolve_budget(
@@ -208,7 +260,8 @@ def resolve_budget(
     mem_budget
         The total memory (see :func:`parse_mem_budget`).
     workers
-        The number of workers (see :func:`parse_workers`).
+        The number of workers of one thread each (see :func:`parse_workers`),
+        or ``"PxT"``, ``P`` workers of ``T`` threads (see :func:`parse_topology`).
 
     Returns
     -------
@@ -224,10 +277,12 @@ def resolve_budget(
     --------
     >>> str(resolve_budget("4GiB", 2))
     '4.00 GiB over 2 workers (2.00 GiB each)'
+    >>> resolve_budget("4GiB", "1x2").per_task
+    2147483648
     """
     total = parse_mem_budget(mem_budget)
-    n_workers = parse_workers(workers, budget=total)
-    budget = Budget(total=total, workers=n_workers)
+    n_workers, threads = parse_topology(workers, budget=total)
+    budget = Budget(total=total, workers=n_workers, threads=threads)
     if budget.per_worker < MIN_WORKER_BYTES:
         msg = (
             f"mem_budget {format_bytes(total)} over {n_workers} workers leaves "

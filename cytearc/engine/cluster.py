@@ -215,7 +215,8 @@ class Engine:
 
         A worker runs one task per thread at once, so each of a worker's
         ``nthreads`` tasks gets ``memory_limit / nthreads``; the local
-        cluster's workers run one thread each.
+        cluster's workers run one thread each unless the budget's ``workers``
+        was given as ``"PxT"`` (:attr:`~cytearc.engine.budget.Budget.per_task`).
 
         Returns
         -------
@@ -228,7 +229,7 @@ class Engine:
             A worker of an external cluster has no memory limit.
         """
         if self.budget is not None:
-            return self.budget.per_worker
+            return self.budget.per_task
         assert self.client is not None
         if not self.client.scheduler_info()["workers"]:
             self.client.wait_for_workers(1, timeout=60)
@@ -296,7 +297,7 @@ class Engine:
         with self.activate():
             return compute(
                 *collections,
-                n_threads=self.budget.workers if self.budget else None,
+                n_threads=self.budget.workers * self.budget.threads if self.budget else None,
                 progress=show_progress,
             )
 
@@ -312,8 +313,11 @@ def get_engine(
     Parameters
     ----------
     mem_budget, workers
-        Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`);
-        ignored with ``cluster``.
+        Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`):
+        ``workers`` is a number of worker processes of one thread each, or
+        ``"PxT"`` for ``P`` processes of ``T`` threads (``"1x2"`` holds one
+        process's memory less than ``2``, for some speed on the stages that
+        hold Python's GIL); ignored with ``cluster``.
     cluster
         A scheduler address such as ``"tcp://10.0.0.5:8786"``, the path of
         a Dask scheduler file (a ``.json`` written by ``dask scheduler
@@ -418,7 +422,7 @@ environment still reaches the workers.
 def start_local_cluster(
     budget: Budget, *, host: str = "127.0.0.1", port: int = 0, dashboard_port: int = 0
 ) -> LocalCluster:
-    """A :class:`distributed.LocalCluster` of ``budget``: one worker process per budgeted worker, one thread each.
+    """A :class:`distributed.LocalCluster` of ``budget``: one worker process per budgeted worker, of its threads.
 
     Parameters
     ----------
@@ -446,7 +450,7 @@ def start_local_cluster(
         with dask.config.set(_WORKER_ENVIRONMENT):
             return LocalCluster(
                 n_workers=budget.workers,
-                threads_per_worker=1,
+                threads_per_worker=budget.threads,
                 memory_limit=budget.per_worker,
                 processes=True,
                 host=host,

@@ -174,6 +174,7 @@ def reuse_or_publish(
     options = {
         "memBudget": None if engine.budget is None else engine.budget.total,
         "workers": None if engine.budget is None else engine.budget.workers,
+        "threadsPerWorker": None if engine.budget is None else engine.budget.threads,
         "scheduler": "threads" if engine.client is None else "distributed",
     }
     artifact = produce(

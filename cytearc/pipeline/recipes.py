@@ -410,6 +410,7 @@ INPUT_SNAPSHOT: Final = Stage(
 
 _SEED: Final = Option("seed", 0, check=parse_seed)
 
+
 def _analysis_stages(
     *, embedding: str, markers: bool, n_comps: Option | None = None
 ) -> tuple[Stage, ...]:
@@ -682,9 +683,7 @@ neighbours: the RNA standard recipe to PCA, CLR and PCA of the ADT panel over th
 ``integration.modalities`` (WNN: per-cell modality weights; 30 RNA and 18 ADT components as
 Seurat's vignette), then Leiden, UMAP and RNA markers of the joint clusters."""
 
-RECIPES: Final = {
-    r.name: r for r in (RNA_STANDARD, ADT_STANDARD, ATAC_STANDARD, CITESEQ_WNN)
-}
+RECIPES: Final = {r.name: r for r in (RNA_STANDARD, ADT_STANDARD, ATAC_STANDARD, CITESEQ_WNN)}
 """The recipes :func:`recipe` knows, by name."""
 
 

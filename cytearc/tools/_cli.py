@@ -25,7 +25,11 @@ def add_writer_options(parser: argparse.ArgumentParser) -> None:
     """
     parser.add_argument("--overwrite", action="store_true", help="replace an unprepared store")
     parser.add_argument("--mem-budget", default=None, help="worker memory in all, e.g. 4G")
-    parser.add_argument("--workers", type=int, default=None, help="worker processes")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="worker processes of one thread each, or PxT: P processes of T threads (e.g. 1x2)",
+    )
     parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 

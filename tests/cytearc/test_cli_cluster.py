@@ -61,7 +61,7 @@ def test_cluster_command_serves_other_processes(
         doc = json.loads(proc.stdout.readline())
         assert doc["address"].startswith("tcp://127.0.0.1:")
         assert doc["dashboard"].startswith("http://127.0.0.1:")
-        assert doc["workers"] == 2
+        assert (doc["workers"], doc["threadsPerWorker"]) == (2, 1)
         assert doc["memoryLimitPerWorker"] == 2**29
         assert json.loads(scheduler_file.read_text())["address"] == doc["address"]
 

@@ -10,6 +10,7 @@ from cytearc.engine.budget import (
     MIN_WORKER_BYTES,
     detected_memory,
     parse_mem_budget,
+    parse_topology,
     parse_workers,
     resolve_budget,
 )
@@ -89,3 +90,34 @@ def test_too_small_per_worker_is_refused() -> None:
     """A budget that leaves a worker less than 256 MiB names the remedy."""
     with pytest.raises(MemBudgetError, match="raise mem_budget or use fewer workers"):
         resolve_budget("300MiB", 2)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1x2", (1, 2)), ("2X3", (2, 3)), (" 1x2 ", (1, 2)), (3, (3, 1)), ("4", (4, 1))],
+)
+def test_workers_of_several_threads(value: str | int, expected: tuple[int, int]) -> None:
+    """``"PxT"`` is P worker processes of T threads; a number is that many of one thread."""
+    assert parse_topology(value, budget=2**32) == expected
+
+
+@pytest.mark.parametrize("value", ["1x", "x2", "0x2", "1x0", "ax2", "1x2x3", "1.5x2"])
+def test_bad_workers_of_several_threads(value: str) -> None:
+    """A part of ``"PxT"`` that is not a positive whole number names both forms."""
+    with pytest.raises(MemBudgetError, match=r"'PxT'"):
+        parse_topology(value, budget=2**30)
+
+
+def test_threads_share_their_workers_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each thread's task plans for its worker's limit over the threads; the environment takes PxT too."""
+    budget = resolve_budget("4GiB", "1x2")
+    assert (budget.workers, budget.threads, budget.per_worker, budget.per_task) == (
+        1,
+        2,
+        2**32,
+        2**31,
+    )
+    assert str(budget) == "4.00 GiB over 1 worker of 2 threads (4.00 GiB each)"
+    monkeypatch.setenv("CYTEARC_WORKERS", "2x2")
+    budget = resolve_budget("4GiB")
+    assert (budget.workers, budget.threads, budget.per_task) == (2, 2, 2**30)

@@ -54,6 +54,19 @@ def test_local_cluster_shares_the_budget(
 
 
 @pytest.mark.slow
+def test_one_local_worker_of_two_threads(clean_engine: None) -> None:
+    """``workers="1x2"`` starts one worker process of two threads; each task plans for half its limit."""
+    engine = get_engine(mem_budget="1GiB", workers="1x2")
+    assert engine.client is not None
+    (worker,) = engine.client.scheduler_info()["workers"].values()
+    assert (worker["nthreads"], worker["memory_limit"]) == (2, 2**30)
+    assert engine.worker_memory() == 2**29
+    assert get_engine(mem_budget="1GiB", workers="1x2") is engine
+    with pytest.raises(EngineConfigError, match="shutdown"):
+        get_engine(mem_budget="1GiB", workers=2)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("environment", [None, "131072"])
 def test_local_workers_keep_the_heap_policy_of_their_environment(
     clean_engine: None, monkeypatch: pytest.MonkeyPatch, environment: str | None
