@@ -242,6 +242,24 @@ class Engine:
             raise EngineConfigError(msg)
         return min(int(w["memory_limit"]) // max(1, int(w["nthreads"])) for w in workers)
 
+    def task_slots(self) -> int:
+        """How many tasks run at once: the threads of all workers (of the threaded engine's pool).
+
+        Returns
+        -------
+        int
+            At least 1.
+
+        Examples
+        --------
+        >>> get_engine(cluster="threads", mem_budget="1GiB", workers="1x2").task_slots()
+        2
+        """
+        if self.client is None:
+            return self.budget.workers * self.budget.threads if self.budget else 1
+        workers = self.client.scheduler_info()["workers"].values()
+        return max(1, sum(int(w["nthreads"]) for w in workers))
+
     def release_memory(self) -> None:
         """Return the heap memory this process and the workers freed to the system (glibc only).
 
@@ -297,7 +315,7 @@ class Engine:
         with self.activate():
             return compute(
                 *collections,
-                n_threads=self.budget.workers * self.budget.threads if self.budget else None,
+                n_threads=self.task_slots() if self.budget else None,
                 progress=show_progress,
             )
 

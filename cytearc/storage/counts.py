@@ -712,7 +712,7 @@ class CountsWriter:
         self._submit(first_row, block, attempt=1)
         # reading the band from its source freed several times its size into the heap
         release_freed_heap()
-        limit = 2 * max(1, len(self.engine.client.scheduler_info()["workers"]))
+        limit = 2 * self.engine.task_slots()
         while len(self._in_flight) >= limit:
             self._collect(return_when="FIRST_COMPLETED")
 

@@ -575,7 +575,6 @@ class DataStoreMerge:
             keys = list(results)
             for key, value in zip(keys, engine.compute(*results.values()), strict=True):
                 results[key] = value
-        workers = len(engine.client.scheduler_info()["workers"]) if engine.client else 2
         left = sum(rows for _, rows, _ in pending)
         bar = tqdm(
             total=shape[0],
@@ -584,7 +583,7 @@ class DataStoreMerge:
             unit="cells",
             disable=not self.show_progress,
         )
-        batch = 2 * max(1, workers)
+        batch = 2 * engine.task_slots()
         for first in range(0, len(pending), batch):
             part = pending[first : first + batch]
             values = engine.compute(*(task for _, _, task in part))

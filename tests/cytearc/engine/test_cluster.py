@@ -60,7 +60,7 @@ def test_one_local_worker_of_two_threads(clean_engine: None) -> None:
     assert engine.client is not None
     (worker,) = engine.client.scheduler_info()["workers"].values()
     assert (worker["nthreads"], worker["memory_limit"]) == (2, 2**30)
-    assert engine.worker_memory() == 2**29
+    assert (engine.worker_memory(), engine.task_slots()) == (2**29, 2)
     assert get_engine(mem_budget="1GiB", workers="1x2") is engine
     with pytest.raises(EngineConfigError, match="shutdown"):
         get_engine(mem_budget="1GiB", workers=2)
