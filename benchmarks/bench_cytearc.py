@@ -31,7 +31,7 @@ processes** (this client and the local cluster's workers together, as
 ``peak_rss_mb`` is the largest all-process peak of any step, and
 ``client_peak_rss_mb`` the harness's own measure of this process alone.
 ``--mem-budget`` (default ``4G``) is the local cluster's memory and
-``--threads`` its number of workers (one thread each).
+``--threads`` the number of tasks it runs at once (see below).
 
 With ``CYTEARC_CLUSTER=threads`` in the environment the engine is Dask's
 threaded scheduler in this process (``--threads`` threads, plans sized by
@@ -43,10 +43,12 @@ an interpreter that sets it::
     ANCHORS_SCRIPT_cytearc_threads=$PWD/benchmarks/bench_cytearc.py \
     ANCHORS_PY_cytearc_threads=$PWD/benchmarks/cytearc-threads-python ...
 
-With ``CYTEARC_WORKERS=PxT`` the local cluster has ``P`` workers of ``T``
-threads each instead (:func:`cytearc.engine.budget.parse_topology`) and the
-tool is named ``cytearc_PxT``; ``benchmarks/cytearc-1x2-python`` runs one
-worker process of two threads (tool ``cytearc_1x2``, script and interpreter
+The local cluster runs ``--threads`` tasks at once as the engine does by
+default (:func:`cytearc.engine.budget.default_topology`: one worker process
+of two threads for 2). With ``CYTEARC_WORKERS`` (``2``, ``PxT``) it has
+those workers instead and the tool is named ``cytearc_<workers>``;
+``benchmarks/cytearc-2x1-python`` runs two worker processes of one thread,
+the default before 2026-12-07 (tool ``cytearc_2x1``, script and interpreter
 given as above).
 """
 
@@ -175,24 +177,27 @@ def _load(bench: benchlib.Bench, args: argparse.Namespace, store: Path) -> Any: 
     return ds
 
 
-def _workers(args: argparse.Namespace) -> int | str:
-    """``--threads`` workers of one thread each, unless ``CYTEARC_WORKERS`` gives them (``"1x2"``)."""
-    return os.environ.get("CYTEARC_WORKERS") or args.threads
+def _workers(args: argparse.Namespace) -> str:
+    """``--threads`` tasks at once as the engine runs them by default, unless ``CYTEARC_WORKERS`` gives the workers."""
+    from cytearc.engine.budget import default_topology  # noqa: PLC0415
+
+    processes, threads = default_topology(args.threads)
+    return os.environ.get("CYTEARC_WORKERS") or f"{processes}x{threads}"
 
 
 def _tool(args: argparse.Namespace) -> str:
-    """``cytearc``; ``cytearc_threads`` on the threaded engine, ``cytearc_PxT`` on workers of several threads."""
+    """``cytearc``; ``cytearc_threads`` on the threaded engine, ``cytearc_<workers>`` on the workers ``CYTEARC_WORKERS`` gives."""
     if os.environ.get("CYTEARC_CLUSTER") == "threads":
         return "cytearc_threads"
-    workers = str(_workers(args)).lower()
-    return f"cytearc_{workers}" if "x" in workers else "cytearc"
+    given = os.environ.get("CYTEARC_WORKERS")
+    return f"cytearc_{given.strip().lower()}" if given else "cytearc"
 
 
 def main() -> None:  # noqa: PLR0915 (a linear script)
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="dataset dir made by gen_dataset.py")
     ap.add_argument("--input", choices=["mtx", "h5ad"], default="mtx")
-    ap.add_argument("--threads", type=int, default=2, help="workers of the local cluster")
+    ap.add_argument("--threads", type=int, default=2, help="tasks the local cluster runs at once")
     ap.add_argument("--workdir", default=None, help="where the store goes (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the store")
     ap.add_argument("--mem-budget", default="4G")

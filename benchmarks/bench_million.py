@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     parser.add_argument("--genes", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget", default="8G")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", default="2", help="worker processes, or PxT (e.g. 1x2)")
     parser.add_argument(
         "--compression",
         choices=["gzip", "zstd", "none"],

@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     parser.add_argument("--groups", type=int, default=15)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget", default="4G")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", default="2", help="worker processes, or PxT (e.g. 1x2)")
     parser.add_argument(
         "--data", type=Path, default=Path(tempfile.gettempdir()) / "cytearc-bench-data"
     )

@@ -16,8 +16,8 @@ starts, but a worker started with ``dask worker --no-nanny``, a site's own
 launcher or an existing client's cluster keeps BLAS's default of one thread
 per core, and OpenBLAS then splits a float32 product differently.
 
-For the same reason every array a process of the cluster receives is aligned
-to its items (:func:`align_received_arrays`, on workers through
+For the same reason every floating-point array a process of the cluster
+receives is aligned to its items (:func:`align_received_arrays`, on workers through
 :class:`AlignedArrays`, registered with :class:`OneBlasThread`): NumPy
 computes on an unaligned array through aligned copies made piece by piece,
 and its sums and products then round differently from the same values
@@ -133,7 +133,7 @@ class OneBlasThread(WorkerPlugin):
 
 
 class AlignedArrays(WorkerPlugin):
-    """A worker plugin that aligns every array the worker receives (:func:`align_received_arrays`).
+    """A worker plugin that aligns the floating-point arrays the worker receives (:func:`align_received_arrays`).
 
     Registered by :func:`limit_blas_threads`.
     """

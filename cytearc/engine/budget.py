@@ -20,8 +20,10 @@ from cytearc.errors import MemBudgetError
 
 __all__ = [
     "DEFAULT_FRACTION",
+    "DEFAULT_THREADS",
     "MIN_WORKER_BYTES",
     "Budget",
+    "default_topology",
     "detected_memory",
     "parse_mem_budget",
     "parse_topology",
@@ -34,6 +36,17 @@ DEFAULT_FRACTION: Final = 0.5
 
 MIN_WORKER_BYTES: Final = 256 * 2**20
 """Smallest memory limit of one worker."""
+DEFAULT_THREADS: Final = 2
+"""Threads of each worker process when ``workers`` is not given.
+
+Every worker process holds Python, NumPy, Dask and the compiled kernels
+(about 300 MB once the kernels are loaded), so two tasks in one process
+hold that much less than two processes of one thread. On the 20k anchor
+data the all-process peak of the import and recipe was 1,079 MB against
+1,360 MB (Scarf 1,098), at 100k 1,168 MB against 1,464 MB; the 100k
+recipe took 100.0 s against 102.1 s after an import of 68.3 s against
+56.1 s (``benchmarks/RESULTS.md``, 2026-12-07).
+"""
 
 ENV_BUDGET: Final = "CYTEARC_MEM_BUDGET"
 ENV_WORKERS: Final = "CYTEARC_WORKERS"
@@ -209,6 +222,31 @@ class Budget:
         return f"{format_bytes(self.total)} over {workers}{threads} ({format_bytes(self.per_worker)} each)"
 
 
+def default_topology(tasks: int) -> tuple[int, int]:
+    """Worker processes and threads of each that run ``tasks`` tasks at once by default.
+
+    Processes of :data:`DEFAULT_THREADS` threads, the remainder shared out
+    as threads (one process of three threads for three tasks).
+
+    Parameters
+    ----------
+    tasks
+        Tasks at once, at least 1.
+
+    Returns
+    -------
+    tuple of int
+        The worker processes and the threads of each.
+
+    Examples
+    --------
+    >>> default_topology(1), default_topology(2), default_topology(3), default_topology(8)
+    ((1, 1), (1, 2), (1, 3), (4, 2))
+    """
+    processes = max(1, tasks // DEFAULT_THREADS)
+    return processes, max(1, tasks // processes)
+
+
 def parse_topology(value: int | str | None, *, budget: int) -> tuple[int, int]:
     """Worker processes and threads of each: ``value`` as :func:`parse_workers` reads it, or ``"PxT"``.
 
@@ -219,7 +257,10 @@ def parse_topology(value: int | str | None, *, budget: int) -> tuple[int, int]:
         or a string ``"PxT"``: ``P`` worker processes of ``T`` threads each
         (``"1x2"``: one process running two tasks at once, which holds one
         process's memory less than two of one thread). None reads
-        ``CYTEARC_WORKERS``, which takes the same forms.
+        ``CYTEARC_WORKERS``, which takes the same forms, else runs as many
+        tasks at once as :func:`parse_workers` gives workers, in processes of
+        :data:`DEFAULT_THREADS` threads (one process of two threads on two
+        cores, one of three on three).
     budget
         The total memory budget in bytes.
 
@@ -240,6 +281,8 @@ def parse_topology(value: int | str | None, *, budget: int) -> tuple[int, int]:
     """
     if value is None and os.environ.get(ENV_WORKERS, "").strip():
         value = os.environ[ENV_WORKERS]
+    if value is None:
+        return default_topology(parse_workers(None, budget=budget))
     if not isinstance(value, str) or "x" not in value.lower():
         return parse_workers(value, budget=budget), 1
     processes, _, threads = value.lower().partition("x")

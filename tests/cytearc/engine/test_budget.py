@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cytearc.engine import budget as budget_module
 from cytearc.engine.budget import (
     MIN_WORKER_BYTES,
     detected_memory,
@@ -121,3 +122,16 @@ def test_threads_share_their_workers_memory(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("CYTEARC_WORKERS", "2x2")
     budget = resolve_budget("4GiB")
     assert (budget.workers, budget.threads, budget.per_task) == (2, 2, 2**30)
+
+
+@pytest.mark.parametrize(
+    ("cores", "expected"), [(1, (1, 1)), (2, (1, 2)), (3, (1, 3)), (4, (2, 2)), (8, (4, 2))]
+)
+def test_default_workers_run_two_threads_each(
+    monkeypatch: pytest.MonkeyPatch, cores: int, expected: tuple[int, int]
+) -> None:
+    """Without ``workers``, each core runs a task, in processes of two threads (one of one on one core)."""
+    monkeypatch.delenv("CYTEARC_WORKERS", raising=False)
+    monkeypatch.setattr(budget_module, "CPU_COUNT", cores)
+    assert parse_topology(None, budget=2**34) == expected
+    assert parse_topology(None, budget=MIN_WORKER_BYTES) == (1, 1)
