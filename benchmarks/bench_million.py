@@ -118,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     parser.add_argument("--genes", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget", default="8G")
-    parser.add_argument("--workers", default="2", help="worker processes, or PxT (e.g. 1x2)")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="worker processes, or PxT (e.g. 1x2); the engine's default if not given",
+    )
     parser.add_argument(
         "--compression",
         choices=["gzip", "zstd", "none"],
@@ -189,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     total = sum(records[name]["seconds"] for name in timed)
     peak = max(records[name]["peakGB"] for name in timed)
     print("\n".join(machine(("zarr", "dask", "distributed"), notes=[])))
-    print(
-        f"{args.cells} cells x {args.genes} genes, mem_budget {args.mem_budget}, {args.workers} workers"
-    )
+    print(f"{args.cells} cells x {args.genes} genes, engine {engine.budget}")
     print(f"{'stage':24s} {'seconds':>9s} {'peak GB':>8s}")
     for name in ("generate", *timed):
         print(f"{name:24s} {records[name]['seconds']:9.1f} {records[name]['peakGB']:8.2f}")

@@ -102,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     parser.add_argument("--groups", type=int, default=15)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mem-budget", default="4G")
-    parser.add_argument("--workers", default="2", help="worker processes, or PxT (e.g. 1x2)")
+    parser.add_argument(
+        "--workers",
+        default=None,
+        help="worker processes, or PxT (e.g. 1x2); the engine's default if not given",
+    )
     parser.add_argument(
         "--data", type=Path, default=Path(tempfile.gettempdir()) / "cytearc-bench-data"
     )
@@ -165,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 (a linear scrip
     print(
         f"store {store}: {args.cells} cells x {args.genes} genes; cube {shape} (groups x samples x genes)"
     )
-    print(f"mem_budget {args.mem_budget}, {args.workers} workers; best of {args.repeat}\n")
+    print(f"engine {engine.budget}; best of {args.repeat}\n")
     print(f"{'step':36s} {'seconds':>8s} {'x read':>7s} {'peak GB':>8s}")
     for row in best.values():
         print(
