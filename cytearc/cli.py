@@ -326,7 +326,8 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--workers",
         default=None,
-        help="worker processes of one thread each, or PxT: P processes of T threads (e.g. 1x2)",
+        help="worker processes of one thread each, or PxT: P processes of T threads "
+        "(default: a task per core, two threads per process)",
     )
 
 

@@ -214,9 +214,8 @@ class Engine:
         """What one task may plan for (bytes): the smallest memory limit per thread among the workers.
 
         A worker runs one task per thread at once, so each of a worker's
-        ``nthreads`` tasks gets ``memory_limit / nthreads``; the local
-        cluster's workers run one thread each unless the budget's ``workers``
-        was given as ``"PxT"`` (:attr:`~cytearc.engine.budget.Budget.per_task`).
+        ``nthreads`` tasks gets ``memory_limit / nthreads``; on the local
+        cluster that is :attr:`~cytearc.engine.budget.Budget.per_task`.
 
         Returns
         -------
@@ -333,9 +332,11 @@ def get_engine(
     mem_budget, workers
         Budget of the local cluster (see :func:`~cytearc.engine.budget.resolve_budget`):
         ``workers`` is a number of worker processes of one thread each, or
-        ``"PxT"`` for ``P`` processes of ``T`` threads (``"1x2"`` holds one
-        process's memory less than ``2``, for some speed on the stages that
-        hold Python's GIL); ignored with ``cluster``.
+        ``"PxT"`` for ``P`` processes of ``T`` threads; by default a task per
+        core in processes of two threads (one process of two threads on two
+        cores, which holds one process's memory less than ``2``, for some
+        speed on the stages that hold Python's GIL;
+        :func:`~cytearc.engine.budget.default_topology`); ignored with ``cluster``.
     cluster
         A scheduler address such as ``"tcp://10.0.0.5:8786"``, the path of
         a Dask scheduler file (a ``.json`` written by ``dask scheduler

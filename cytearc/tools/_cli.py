@@ -28,7 +28,8 @@ def add_writer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workers",
         default=None,
-        help="worker processes of one thread each, or PxT: P processes of T threads (e.g. 1x2)",
+        help="worker processes of one thread each, or PxT: P processes of T threads "
+        "(default: a task per core, two threads per process)",
     )
     parser.add_argument("--cluster", default=None, help="a scheduler address, or 'threads'")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
