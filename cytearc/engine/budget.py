@@ -45,7 +45,8 @@ hold that much less than two processes of one thread. On the 20k anchor
 data the all-process peak of the import and recipe was 1,079 MB against
 1,360 MB (Scarf 1,098), at 100k 1,168 MB against 1,464 MB; the 100k
 recipe took 100.0 s against 102.1 s after an import of 68.3 s against
-56.1 s (``benchmarks/RESULTS.md``, 2026-12-07).
+56.1 s; a million cells end to end took 35.4 minutes at a 3.54 GB peak
+against 34.0 minutes at 5.02 GB (``benchmarks/RESULTS.md``, 2026-12-07).
 """
 
 ENV_BUDGET: Final = "CYTEARC_MEM_BUDGET"
