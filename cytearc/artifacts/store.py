@@ -670,27 +670,9 @@ class ArtifactWriter:
         dask.array.Array
             Its values, one block per chunk.
         """
-        return open_lazy(self.spilled_array(name))
-
-    def spilled_array(self, name: str) -> zarr.Array[Any]:
-        """A scratch array written by :meth:`spill` (after a :meth:`run`), as stored.
-
-        For a pass whose tasks read their blocks themselves
-        (:func:`~cytearc.engine.arrays.fold_stored_rows`).
-
-        Parameters
-        ----------
-        name
-            The scratch array's name.
-
-        Returns
-        -------
-        zarr.Array
-            The scratch array.
-        """
         array = self.group[f"{SPILL_GROUP}/{name}"]
         assert isinstance(array, zarr.Array)
-        return array
+        return open_lazy(array)
 
     def drop_spills(self) -> None:
         """Delete the scratch arrays (before publication)."""

@@ -37,7 +37,6 @@ __all__ = [
     "aligned_rows",
     "feature_bands",
     "fold_rows",
-    "fold_stored_rows",
     "map_row_pieces",
     "open_lazy",
     "storage_block",
@@ -609,75 +608,8 @@ def fold_rows(
         msg = f"fold_rows: expected one block across every axis but the first, found {x.numblocks}"
         raise ValueError(msg)
     blocks = x.to_delayed().ravel().tolist()
-    return _folded(blocks, step, shape=shape, dtype=dtype, chains=chains, token=tokenize(x))
-
-
-def fold_stored_rows(
-    array: zarr.Array[Any],
-    step: Callable[[np.ndarray], np.ndarray],
-    *,
-    shape: tuple[int, ...],
-    dtype: np.dtype[Any] | type[np.generic],
-    chains: int = FOLD_CHAINS,
-) -> da.Array:
-    """:func:`fold_rows` of a stored array whose blocks are read by the task that folds them.
-
-    The blocks are those of :func:`open_lazy` (its shards, or chunks), and
-    the sum is :func:`fold_rows`'s of ``open_lazy(array)``, bit for bit. With
-    a block read by a task of its own, the cheap reads run ahead of a slow
-    ``step`` on every free thread, and their blocks wait in the workers'
-    memory; read inside the fold's own task, at most one block per running
-    step is held.
-
-    Parameters
-    ----------
-    array
-        The stored array (a damaged chunk raises
-        :class:`~cytearc.errors.StoreDamageError` naming it).
-    step, shape, dtype, chains
-        As :func:`fold_rows`.
-
-    Returns
-    -------
-    dask.array.Array
-        The lazy sum, one block.
-
-    Examples
-    --------
-    >>> import numpy as np, zarr
-    >>> z = zarr.create_array(store={}, shape=(6, 2), chunks=(2, 2), dtype="f8")
-    >>> z[...] = np.arange(12.0).reshape(6, 2)
-    >>> fold_stored_rows(z, lambda b: b.T @ b, shape=(2, 2), dtype=np.float64).compute()
-    array([[220., 250.],
-           [250., 286.]])
-    """
-    rows = storage_block(array)[0]
-    blocks = [
-        slice(start, min(start + rows, array.shape[0])) for start in range(0, array.shape[0], rows)
-    ]
-    read_then_step = functools.partial(_read_block, reads=CheckedReads(array), step=step)
-    token = tokenize(array, rows)
-    return _folded(blocks, read_then_step, shape=shape, dtype=dtype, chains=chains, token=token)
-
-
-def _read_block(
-    rows: slice, *, reads: CheckedReads, step: Callable[[np.ndarray], np.ndarray]
-) -> np.ndarray:
-    return step(reads[rows])
-
-
-def _folded(
-    blocks: list[Any],
-    step: Callable[[Any], np.ndarray],
-    *,
-    shape: tuple[int, ...],
-    dtype: np.dtype[Any] | type[np.generic],
-    chains: int,
-    token: str,
-) -> da.Array:
-    """The chains of :func:`fold_rows` over ``blocks`` (delayed blocks, or what ``step`` reads)."""
     runs = min(chains, len(blocks))
-    name = tokenize(token, step, shape, dtype, runs)
+    name = tokenize(x, step, shape, dtype, runs)
     totals = []
     for run in range(runs):
         total: Any = None

@@ -20,7 +20,7 @@ import dask.array as da
 import numpy as np
 import scipy.linalg
 
-from cytearc.engine.arrays import fold_stored_rows
+from cytearc.engine.arrays import fold_rows
 from cytearc.errors import ArtifactError, OperationArgumentError
 from cytearc.ops.arguments import parse_choice, parse_float, parse_int, parse_seed
 from cytearc.ops.normalize import block_moments, normalized_cells, normalized_values
@@ -251,8 +251,8 @@ def pca(
         varying = sd > 0
         sd[~varying] = 1.0
         scaling = {"mean": mean, "sd": sd, "max_value": max_value}
-        # the values are rebuilt from the counts once and spilled: every later pass reads them
-        # back (the same bits, the same blocks)
+        # the values are rebuilt from the counts once: the pass that needs them first also
+        # spills them, and every later pass reads them back (the same bits, the same blocks)
         values = normalized_values(ds, norm, features=features)
         writer.spill("values", values)
         total = float(n_cells * np.count_nonzero(varying))
@@ -305,16 +305,9 @@ def _components(
     if mode == "exact":
         m = values.shape[1]
         # each task scales its block itself: a scaled float64 block is twice its values, and
-        # as a task's output it would wait in a worker's memory (or move) until folded; for
-        # the same reason each fold task reads its block of the spilled values, after the
-        # pass that spills them: blocks made by tasks of their own outrun the slower fold
-        # (at a million cells 2-3 GB of them waited in one worker)
+        # as a task's output it would wait in a worker's memory (or move) until folded
         step = functools.partial(_scaled_gram, **scaling)
-        writer.run()
-        gram_of = fold_stored_rows(
-            writer.spilled_array("values"), step, shape=(m, m), dtype=np.float64
-        )
-        (gram,) = writer.run(gram_of)
+        (gram,) = writer.run(fold_rows(values, step, shape=(m, m), dtype=np.float64))
         eigenvalues, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
         order = np.argsort(eigenvalues)[::-1]
         total = float(np.trace(gram)) if clipped else total

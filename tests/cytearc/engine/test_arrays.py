@@ -10,19 +10,17 @@ import numpy as np
 import pytest
 import zarr
 from dask.core import get_dependencies
-from dask.utils import key_split
 
 from cytearc.engine.arrays import (
     aligned_rows,
     fold_rows,
-    fold_stored_rows,
     map_row_pieces,
     open_lazy,
     store_aligned,
     take_rows,
     validate_aligned,
 )
-from cytearc.errors import MemBudgetError, ShardAlignmentError, StoreDamageError
+from cytearc.errors import MemBudgetError, ShardAlignmentError
 
 
 def _array(
@@ -166,61 +164,6 @@ def test_fold_rows_chains_the_partials() -> None:
     (total,) = folds - steps
     assert len(get_dependencies(graph, total) & steps) == 3
     np.testing.assert_array_equal(folded.compute(), np.full((3, 3), 40.0))
-
-
-def _row_array(
-    values: np.ndarray, *, shards: tuple[int, int] | None, path: Any = None
-) -> zarr.Array[Any]:
-    z = zarr.create_array(
-        store=path if path is not None else zarr.storage.MemoryStore(),
-        shape=values.shape,
-        chunks=(4, values.shape[1]),
-        shards=shards,
-        dtype=values.dtype,
-    )
-    z[...] = values
-    return z
-
-
-@pytest.mark.parametrize("shards", [None, (12, 6)])
-def test_fold_stored_rows_is_fold_rows_of_the_stored_array(shards: tuple[int, int] | None) -> None:
-    """The same blocks (shards, or chunks) and chains as folding ``open_lazy(array)``: the same bits."""
-    values = np.random.default_rng(3).standard_normal((12 * 7 + 5, 6)).astype(np.float32)
-    z = _row_array(values, shards=shards)
-
-    def step(block: np.ndarray) -> np.ndarray:
-        return _gram(block.astype(np.float64) - 0.25)
-
-    stored = fold_stored_rows(z, step, shape=(6, 6), dtype=np.float64)
-    lazy = fold_rows(open_lazy(z), step, shape=(6, 6), dtype=np.float64)
-    with dask.config.set(scheduler="threads"):
-        np.testing.assert_array_equal(stored.compute(), lazy.compute())
-    np.testing.assert_allclose(stored.compute(), step(values), rtol=1e-10)
-
-
-def test_fold_stored_rows_reads_each_block_in_the_task_that_folds_it() -> None:
-    """No task only reads a block: a read that ran ahead of a slow fold would wait in memory."""
-    z = _row_array(np.ones((40, 3), np.float32), shards=None)
-    folded = fold_stored_rows(z, _gram, shape=(3, 3), dtype=np.float64, chains=3)
-
-    def tasks(x: da.Array) -> list[str]:
-        # every task's name; from_delayed adds one task that names the sum as an array
-        names = [key_split(key) for key in dict(x.__dask_graph__())]
-        return sorted(name for name in names if name != "from-value")
-
-    assert tasks(folded) == ["fold"] * 10 + ["fold-sum"]
-    naive = fold_rows(open_lazy(z), _gram, shape=(3, 3), dtype=np.float64, chains=3)
-    assert "from-zarr" in tasks(naive)
-    np.testing.assert_array_equal(folded.compute(), np.full((3, 3), 40.0))
-
-
-def test_fold_stored_rows_names_a_damaged_chunk(tmp_path: Any) -> None:
-    """A chunk that does not decode raises StoreDamageError naming it."""
-    z = _row_array(np.ones((16, 3), np.float32), shards=None, path=tmp_path / "a.zarr")
-    chunk = tmp_path / "a.zarr" / "c" / "2" / "0"
-    chunk.write_bytes(chunk.read_bytes()[:5])
-    with pytest.raises(StoreDamageError, match=r"c/2/0|\(2, 0\)"):
-        fold_stored_rows(z, _gram, shape=(3, 3), dtype=np.float64).compute(scheduler="sync")
 
 
 def test_fold_rows_refuses_blocks_across_columns() -> None:
