@@ -26,7 +26,6 @@ from typing import Any
 from dask.utils import key_split
 
 from cytearc import DataStore
-from cytearc.engine.cluster import get_engine
 from cytearc.pipeline.rss import RssSampler
 
 
@@ -58,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         workers=args.workers,
         show_progress=False,
     )
-    client = get_engine(mem_budget=args.mem_budget, workers=args.workers).client
+    client = ds.engine.client
     run = ds.pipeline.open(ds.pipeline.runs()[-1].run_id)
     normalized, hvgs = run.artifact("normalized"), run.artifact("hvgs")
     for _ in range(args.repeat):
