@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+import dask
 import dask.array as da
 import numpy as np
 import scipy.linalg
@@ -307,7 +308,9 @@ def _components(
         # each task scales its block itself: a scaled float64 block is twice its values, and
         # as a task's output it would wait in a worker's memory (or move) until folded
         step = functools.partial(_scaled_gram, **scaling)
-        (gram,) = writer.run(fold_rows(values, step, shape=(m, m), dtype=np.float64))
+        # unfused, the blocks keep the fold's priorities: each is made near its fold step
+        with dask.config.set({"optimization.fuse.active": False}):
+            (gram,) = writer.run(fold_rows(values, step, shape=(m, m), dtype=np.float64))
         eigenvalues, vectors = scipy.linalg.eigh(gram, subset_by_index=[m - k, m - 1])
         order = np.argsort(eigenvalues)[::-1]
         total = float(np.trace(gram)) if clipped else total

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import dask
 import dask.array as da
+import distributed
+import distributed.diagnostics.plugin
 import numpy as np
 import pytest
 import zarr
 from dask.core import get_dependencies
+from dask.delayed import delayed
 
 from cytearc.engine.arrays import (
+    FOLD_CHAINS,
     aligned_rows,
     fold_rows,
     map_row_pieces,
@@ -166,6 +171,34 @@ def test_fold_rows_chains_the_partials() -> None:
     np.testing.assert_array_equal(folded.compute(), np.full((3, 3), 40.0))
 
 
+def _priorities(x: da.Array) -> dict[Any, int]:
+    """The priority annotations of a collection's tasks, as the distributed scheduler gets them."""
+    found = {}
+    for layer in x.dask.layers.values():
+        value = (layer.annotations or {}).get("priority")
+        for key in layer if value is not None else ():
+            priority = value(key) if callable(value) else value
+            if isinstance(priority, int):
+                found[key] = priority
+    return found
+
+
+def test_fold_rows_gives_each_task_the_priority_of_the_first_fold_step_it_feeds() -> None:
+    """A block at position p of its chain is made with priority -p; what every block reads, 0."""
+    shared = delayed(np.full, pure=True)(3, 1.0, dask_key_name="shared-row")
+    x = da.ones((40, 3), chunks=(4, 3)) + da.from_delayed(shared, shape=(3,), dtype=np.float64)
+    folded = fold_rows(x, _gram, shape=(3, 3), dtype=np.float64)
+    priority = _priorities(folded).__getitem__
+    # ten blocks in four chains: blocks 0-1, 2-4, 5-6 and 7-9
+    expected = [0, -1, 0, -1, -2, 0, -1, 0, -1, -2]
+    assert [priority((x.name, i, 0)) for i in range(10)] == expected
+    (ones,) = {key[0] for key in x.dask if isinstance(key, tuple) and key[0].startswith("ones")}
+    assert [priority((ones, i, 0)) for i in range(10)] == expected
+    assert priority("shared-row") == 0
+    with dask.config.set({"optimization.fuse.active": False}):
+        np.testing.assert_array_equal(folded.compute(), np.full((3, 3), 160.0))
+
+
 def test_fold_rows_refuses_blocks_across_columns() -> None:
     """Every axis but the first must be one block."""
     with pytest.raises(ValueError, match="one block across every axis"):
@@ -287,3 +320,57 @@ def test_map_row_pieces_runs_one_task_per_block() -> None:
 def test_map_row_pieces_refuses_per_row_values_of_another_length() -> None:
     with pytest.raises(ValueError, match=r"one value per row \(1000\)"):
         map_row_pieces(_array(), _row_maxima, np.ones(3, bool), rows_out=None, tail=(2,), dtype=int)
+
+
+class _HeldBlocks(distributed.diagnostics.plugin.SchedulerPlugin):
+    """A scheduler plugin: the most results of one array's blocks in memory at once."""
+
+    name = "held-blocks"
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.held: set[Any] = set()
+        self.most = 0
+
+    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
+        if not (isinstance(key, tuple) and key[0] == self.prefix):
+            return
+        if finish == "memory":
+            self.held.add(key)
+            self.most = max(self.most, len(self.held))
+        elif start == "memory":
+            self.held.discard(key)
+
+
+def _slow_gram(block: np.ndarray) -> np.ndarray:
+    time.sleep(0.02)
+    return _gram(block)
+
+
+@pytest.mark.slow
+def test_fold_rows_makes_each_block_near_its_fold_step() -> None:
+    """On a cluster, blocks that a second pass also reads do not wait in memory for a slow fold.
+
+    The blocks are cheap and the fold's steps slow: without the fold's
+    priorities the scheduler makes blocks in an order of its own, and they
+    wait for their chain's earlier steps (at a million cells, 2-3 GB of a
+    worker's memory).
+    """
+    values = np.random.default_rng(0).standard_normal((64 * 50, 8))
+    x = da.from_array(values, chunks=(50, 8)) * 2.0
+    folded = fold_rows(x, _slow_gram, shape=(8, 8), dtype=np.float64)
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+        dask.config.set({"optimization.fuse.active": False}),
+    ):
+        client.register_plugin(_HeldBlocks(x.name))
+        gram, sums = client.compute([folded, x.sum(axis=1)], sync=True)
+        most = client.run_on_scheduler(
+            lambda dask_scheduler: dask_scheduler.plugins["held-blocks"].most
+        )
+    np.testing.assert_allclose(gram, 4 * values.T @ values, rtol=1e-12)
+    np.testing.assert_allclose(sums, 2 * values.sum(axis=1))
+    assert most <= 2 * FOLD_CHAINS, f"{most} of 64 blocks held at once"
