@@ -508,10 +508,7 @@ def scaled_block(
     numpy.ndarray
         ``(block - mean) / sd``, clipped.
     """
-    # in place: one float64 copy of the block, not one per operation
-    z: np.ndarray = np.array(block, dtype=np.float64)
-    z -= mean
-    z /= sd
+    z: np.ndarray = (np.asarray(block, dtype=np.float64) - mean) / sd
     if max_value is not None:
         np.clip(z, None, max_value, out=z)
     return z
