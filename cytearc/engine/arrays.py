@@ -555,17 +555,15 @@ def _ordered_blocks(
     at several places gets the earliest (the blocks are visited by place).
     """
     graph = dict(x.__dask_graph__())
-    priority: dict[Key, int] = dict.fromkeys(graph, 0)
-    seen: set[Key] = set()
+    first: dict[Key, int] = {}
     for index in sorted(position, key=position.__getitem__):
         stack = [keys[index]]
         while stack:
             key = stack.pop()
-            if key in seen:
-                continue
-            seen.add(key)
-            priority[key] = -position[index]
-            stack.extend(get_dependencies(graph, key))
+            if key not in first:
+                first[key] = -position[index]
+                stack.extend(get_dependencies(graph, key))
+    priority = {key: first.get(key, 0) for key in graph}
     layer = MaterializedLayer(graph, annotations={"priority": priority.__getitem__})
     hlg = HighLevelGraph({name: layer}, {name: set()})
     return [Delayed(key, hlg, layer=name) for key in keys]
