@@ -18,7 +18,7 @@ import dask.array as da
 import numpy as np
 from dask.array.core import normalize_chunks, slices_from_chunks
 from dask.base import tokenize
-from dask.core import get_dependencies
+from dask.core import flatten, get_dependencies
 from dask.delayed import Delayed, delayed
 from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 from dask.utils import format_bytes
@@ -641,7 +641,7 @@ def fold_rows(
     if any(n != 1 for n in x.numblocks[1:]):
         msg = f"fold_rows: expected one block across every axis but the first, found {x.numblocks}"
         raise ValueError(msg)
-    keys = [block.key for block in x.to_delayed().ravel().tolist()]
+    keys = list(flatten(x.__dask_keys__()))
     runs = min(chains, len(keys))
     name = tokenize(x, step, shape, dtype, runs)
     chain = [range(run * len(keys) // runs, (run + 1) * len(keys) // runs) for run in range(runs)]

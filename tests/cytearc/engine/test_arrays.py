@@ -12,6 +12,7 @@ import distributed.diagnostics.plugin
 import numpy as np
 import pytest
 import zarr
+from dask.base import collections_to_expr
 from dask.core import get_dependencies
 from dask.delayed import delayed
 
@@ -173,14 +174,10 @@ def test_fold_rows_chains_the_partials() -> None:
 
 def _priorities(x: da.Array) -> dict[Any, int]:
     """The priority annotations of a collection's tasks, as the distributed scheduler gets them."""
-    found = {}
-    for layer in x.dask.layers.values():
-        value = (layer.annotations or {}).get("priority")
-        for key in layer if value is not None else ():
-            priority = value(key) if callable(value) else value
-            if isinstance(priority, int):
-                found[key] = priority
-    return found
+    with dask.config.set({"optimization.fuse.active": False}):
+        annotations = collections_to_expr([x]).optimize().__dask_annotations__()
+    priorities: dict[Any, int] = annotations["priority"]
+    return priorities
 
 
 def test_fold_rows_gives_each_task_the_priority_of_the_first_fold_step_it_feeds() -> None:
